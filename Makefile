@@ -1,0 +1,105 @@
+# paddle - one static executable: launcher, parameter server and trainer.
+#
+#   make            ./paddle, static (musl), dependencies built from vendor/
+#   make test       build, then unit and integration tests (what CI runs)
+#   make asan       ./paddle-asan (glibc, ASan + UBSan) and the same tests on it
+#   make cuda       ./paddle-cuda (glibc + CUDA backend)
+#   make demo       the README's demo
+#   make bench      benchmarks, printed as ratios against baselines
+#
+# Objects go to build/obj/FLAVOUR/, so the flavours never mix.
+
+.DEFAULT_GOAL := paddle
+SHELL := /bin/bash
+
+include vendor/vendor.mk
+
+GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+SRCS := $(sort $(wildcard src/*.c src/*/*.c))
+LIB_SRCS := $(filter-out src/main.c,$(SRCS))
+LUA_FILES := $(sort $(wildcard lua/*.lua))
+UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
+WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation
+CFLAGS_COMMON := -std=gnu11 -D_GNU_SOURCE -MMD -MP $(WARN)
+
+# --- generated sources ---------------------------------------------------------
+build/tools/bin2c: tools/bin2c.c
+	@mkdir -p $(@D)
+	gcc -O2 -Wall -Wextra -o $@ $<
+
+build/gen/embed.c: build/tools/bin2c $(LUA_FILES)
+	@mkdir -p $(@D)
+	build/tools/bin2c $(LUA_FILES) > $@.tmp && mv $@.tmp $@
+
+build/gen/test_list.h: $(UNIT_SRCS)
+	@mkdir -p $(@D)
+	grep -ho '^PD_TEST([a-z0-9_]*)' $(UNIT_SRCS) | sed 's/PD_TEST(\(.*\))/X(\1)/' > $@.tmp && mv $@.tmp $@
+
+build/gen/rev: FORCE
+	@mkdir -p $(@D)
+	@echo '$(GIT_REV)' | cmp -s - $@ || echo '$(GIT_REV)' > $@
+FORCE:
+
+# --- one flavour: $(1) name, $(2) CC, $(3) CFLAGS, $(4) LDFLAGS, $(5) deps flavour,
+#     $(6) binary, $(7) build flavour text
+define flavour
+OBJS_$(1) := $$(patsubst %.c,build/obj/$(1)/%.o,$$(SRCS)) build/obj/$(1)/gen/embed.o
+LIB_OBJS_$(1) := $$(filter-out build/obj/$(1)/src/main.o,$$(OBJS_$(1)))
+UNIT_OBJS_$(1) := $$(patsubst %.c,build/obj/$(1)/%.o,$$(UNIT_SRCS))
+
+build/obj/$(1)/%.o: %.c $$(DEPS_$(5)_STAMP)
+	@mkdir -p $$(@D)
+	$(2) $$(CFLAGS_COMMON) $(3) $$(DEPS_$(5)_CPPFLAGS) -Ibuild/gen -c -o $$@ $$<
+
+build/obj/$(1)/gen/embed.o: build/gen/embed.c
+	@mkdir -p $$(@D)
+	$(2) -O2 -c -o $$@ $$<
+
+build/obj/$(1)/src/core/version.o: build/gen/rev
+build/obj/$(1)/src/core/version.o: CFLAGS_COMMON += -DPD_GIT_REV='"$$(GIT_REV)"' -DPD_FLAVOUR='"$(7)"'
+build/obj/$(1)/tests/unit/runner.o: build/gen/test_list.h
+
+$(6): $$(OBJS_$(1))
+	$(2) $(4) -o $$@ $$^ $$(DEPS_$(5)_LDFLAGS) $$(DEPS_$(5)_LIBS)
+
+build/$(1)/unit_tests: $$(UNIT_OBJS_$(1)) $$(LIB_OBJS_$(1))
+	@mkdir -p $$(@D)
+	$(2) $(4) -o $$@ $$^ $$(DEPS_$(5)_LDFLAGS) $$(DEPS_$(5)_LIBS)
+
+-include $$(OBJS_$(1):.o=.d) $$(UNIT_OBJS_$(1):.o=.d)
+endef
+
+$(eval $(call flavour,musl,musl-gcc,-O2 -g,-static -s,musl,paddle,static-musl))
+$(eval $(call flavour,asan,gcc,-O1 -g -fno-omit-frame-pointer -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined,-fsanitize=address$(,)undefined,glibc,paddle-asan,glibc-asan))
+
+, := ,
+
+# install the build tools a fresh Debian machine lacks, before any fetch
+$(foreach p,$(VENDOR_PKGS),$(eval $(VENDOR_SRC_$(p))/.paddle-unpacked: | build/.tools))
+build/.tools:
+	@mkdir -p build
+	@vendor/tools.sh all
+	@touch $@
+
+strip: paddle
+	strip paddle
+
+# --- tests -----------------------------------------------------------------------
+test: paddle build/musl/unit_tests
+	@tests/run.sh ./paddle build/musl/unit_tests
+
+asan: paddle-asan build/asan/unit_tests
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    tests/run.sh ./paddle-asan build/asan/unit_tests
+
+demo: paddle
+	@recipes/prepare.sh
+	./paddle train recipes/fit_a_line.lua
+
+bench: paddle
+	@bench/run.sh ./paddle
+
+clean:
+	rm -rf build/obj build/gen build/musl build/asan build/tools paddle paddle-asan paddle-cuda
+
+.PHONY: test asan demo bench clean strip FORCE

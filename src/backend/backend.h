@@ -1,0 +1,118 @@
+/*
+ * backend.h - the table of math operations layers are written against.
+ *
+ * Every numeric operation of the engine goes through a pd_backend, so that
+ * layer code has no #ifdef and the CUDA backend (src/backend/cuda.cu) is the
+ * same table filled with kernels. Pointers passed to an op live on that
+ * backend's device; ids and offsets are int32 on the device as well.
+ * Matrices are row-major; `ld` is the row stride in elements.
+ *
+ *     const pd_backend *be = pd_backend_get("cpu");
+ *     float *y = be->alloc(n * sizeof(float));
+ *     be->gemm(0, 0, m, n, k, 1.f, a, k, b, n, 0.f, y, n);
+ */
+#ifndef PD_BACKEND_H
+#define PD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { PD_ACT_LINEAR, PD_ACT_RELU, PD_ACT_SIGMOID, PD_ACT_TANH, PD_ACT_SOFTMAX };
+enum { PD_POOL_SUM, PD_POOL_AVERAGE, PD_POOL_MAX };
+enum { PD_OPT_SGD, PD_OPT_MOMENTUM, PD_OPT_ADAGRAD, PD_OPT_ADAM, PD_OPT_RMSPROP };
+
+/* Hyper-parameters of one optimizer step; t counts steps from 1 (Adam). */
+typedef struct pd_opt_hyper {
+    int type;
+    float lr, momentum, beta1, beta2, epsilon, rho, weight_decay;
+    int nesterov;
+    long t;
+} pd_opt_hyper;
+
+typedef struct pd_backend {
+    const char *name;
+    int host_memory;    /* device pointers are host pointers (no copies needed) */
+
+    /* memory: returns NULL on failure */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*upload)(void *dst, const void *host_src, size_t bytes);
+    void (*download)(void *host_dst, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);
+    void (*zero)(void *p, size_t bytes);
+    void (*sync)(void);
+
+    /* C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose if t* */
+    void (*gemm)(int ta, int tb, int m, int n, int k, float alpha,
+                 const float *a, int lda, const float *b, int ldb, float beta,
+                 float *c, int ldc);
+    /* y += alpha * x */
+    void (*axpy)(size_t n, float alpha, const float *x, float *y);
+    /* x *= alpha */
+    void (*scale)(size_t n, float alpha, float *x);
+
+    /* y[r][c] += b[c] */
+    void (*add_bias)(float *y, const float *b, int rows, int cols);
+    /* db[c] += sum_r dy[r][c] */
+    void (*bias_grad)(float *db, const float *dy, int rows, int cols);
+    /* y = act(x), in place allowed; softmax is per row */
+    void (*act_forward)(int act, float *y, const float *x, int rows, int cols);
+    /* dx = dy * act'(from y), in place allowed (dx == dy) */
+    void (*act_backward)(int act, float *dx, const float *y, const float *dy,
+                         int rows, int cols);
+
+    /* out[i] = table[ids[i]] (n rows of dim) */
+    void (*gather)(float *out, const float *table, const int32_t *ids, int n, int dim);
+    /* gtable[ids[i]] += dout[i] */
+    void (*scatter_add)(float *gtable, const float *dout, const int32_t *ids, int n, int dim);
+
+    /* sequences: rows offsets[i] .. offsets[i+1]-1 of in belong to sample i;
+     * out[i] = pool(those rows); argmax (max pooling) records the chosen row */
+    void (*seq_pool_forward)(int pool, float *out, const float *in,
+                             const int32_t *offsets, int n, int dim, int32_t *argmax);
+    void (*seq_pool_backward)(int pool, float *din, const float *dout,
+                              const int32_t *offsets, int n, int dim, const int32_t *argmax);
+
+    /* copy a block of columns: dst[r][0..cols) (stride ldd) = / += src[r] (stride lds) */
+    void (*copy_cols)(float *dst, int ldd, const float *src, int lds, int rows, int cols, int accumulate);
+
+    /* out[r] = scale * cos(a[r], b[r]) */
+    void (*cos_sim_forward)(float *out, const float *a, const float *b, int rows, int dim, float scale);
+    /* da[r] += dout[r] * d out[r] / d a[r], likewise db; either may be NULL */
+    void (*cos_sim_backward)(float *da, float *db, const float *a, const float *b,
+                             const float *out, const float *dout, int rows, int dim, float scale);
+
+    /* costs: out[r] = per-sample cost; backward writes d(mean cost)/d input,
+     * i.e. scaled by 1/rows, accumulating into dpred */
+    void (*square_error_forward)(float *out, const float *pred, const float *label, int rows, int dim);
+    void (*square_error_backward)(float *dpred, const float *pred, const float *label, int rows, int dim);
+    void (*cross_entropy_forward)(float *out, const float *prob, const int32_t *label, int rows, int classes);
+    void (*cross_entropy_backward)(float *dprob, const float *prob, const int32_t *label, int rows, int classes);
+    /* softmax_xent: prob receives the softmax of logits (kept for backward) */
+    void (*softmax_xent_forward)(float *out, float *prob, const float *logits, const int32_t *label,
+                                 int rows, int classes);
+    void (*softmax_xent_backward)(float *dlogits, const float *prob, const int32_t *label, int rows, int classes);
+    /* out[r] = 1 if argmax(pred[r]) != label[r] else 0 */
+    void (*class_error)(float *out, const float *pred, const int32_t *label, int rows, int classes);
+
+    /* one optimizer step on n weights; s1, s2 hold the optimizer's state
+     * (NULL when the optimizer needs fewer) */
+    void (*opt_update)(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n);
+} pd_backend;
+
+/* The backend called name ("cpu", "cuda"), or NULL with a message in
+ * pd_err_msg() when this build has none or the device is missing. */
+const pd_backend *pd_backend_get(const char *name);
+
+extern const pd_backend pd_backend_cpu;
+
+/* Floats of optimizer state per weight for an optimizer (0, 1 or 2). */
+int pd_opt_state_floats(int type);
+
+/* BLAS facts for `paddle version`: library version, the core chosen for
+ * this CPU, threads. */
+const char *pd_blas_version(void);
+const char *pd_blas_core(void);
+void pd_blas_threads(int n);
+
+#endif

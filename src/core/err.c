@@ -1,0 +1,140 @@
+/* err.c - error codes and the per-thread last-error message. */
+#include "pd.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static _Thread_local char msg[1024];
+static _Thread_local int msg_code;
+
+const char *pd_strerror(int code)
+{
+    switch (code) {
+    case PD_OK: return "ok";
+    case PD_EINVAL: return "invalid input";
+    case PD_ENOMEM: return "out of memory";
+    case PD_EIO: return "I/O error";
+    case PD_ERECIPE: return "bad recipe";
+    case PD_EDATA: return "bad data";
+    case PD_EPROTO: return "protocol error";
+    case PD_EAUTH: return "authentication failed";
+    case PD_ETIMEDOUT: return "timed out";
+    case PD_ECONN: return "connection failed";
+    case PD_ENOENT: return "not found";
+    case PD_ENODEV: return "no such device";
+    case PD_ERANGE: return "over a limit";
+    case PD_ESSH: return "ssh error";
+    case PD_ECHILD: return "child process failed";
+    case PD_EINTR: return "interrupted";
+    }
+    return "unknown error";
+}
+
+int pd_err_set(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    msg_code = code;
+    return code;
+}
+
+int pd_err_wrap(int code, const char *fmt, ...)
+{
+    char prefix[512], old[sizeof msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    if (msg_code == 0 || msg[0] == '\0')
+        snprintf(msg, sizeof msg, "%s: %s", prefix, pd_strerror(code));
+    else {
+        memcpy(old, msg, sizeof msg);
+        snprintf(msg, sizeof msg, "%s: %s", prefix, old);
+    }
+    msg_code = code;
+    return code;
+}
+
+const char *pd_err_msg(void)
+{
+    if (msg_code == 0 || msg[0] == '\0') return pd_strerror(msg_code);
+    return msg;
+}
+
+void pd_err_clear(void)
+{
+    msg[0] = '\0';
+    msg_code = 0;
+}
+
+void pd_assert_fail(const char *expr, const char *file, int line)
+{
+    fprintf(stderr, "paddle: internal error: assertion '%s' failed at %s:%d\n",
+            expr, file, line);
+    abort();
+}
+
+static void oom(size_t n)
+{
+    fprintf(stderr, "paddle: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *pd_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n);
+    return p;
+}
+
+void *pd_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) oom(n * size);
+    return p;
+}
+
+void *pd_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n);
+    return q;
+}
+
+char *pd_xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(pd_xmalloc(n), s, n);
+}
+
+char *pd_xasprintf(const char *fmt, ...)
+{
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = pd_xmalloc((size_t)n + 1);
+    vsnprintf(s, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    return s;
+}
+
+double pd_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double pd_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,114 @@
+/* batch.c - growing and copying batches. */
+#include "batch.h"
+#include "../core/pd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void pd_batch_init(pd_batch *b, const pd_slot *layout, int nslots)
+{
+    memset(b, 0, sizeof *b);
+    b->nslots = nslots;
+    b->slots = pd_xcalloc((size_t)nslots + 1, sizeof *b->slots);
+    for (int i = 0; i < nslots; i++) {
+        memcpy(b->slots[i].name, layout[i].name, sizeof b->slots[i].name);
+        b->slots[i].kind = layout[i].kind;
+        b->slots[i].width = layout[i].width;
+    }
+    pd_batch_clear(b);
+}
+
+void pd_batch_free(pd_batch *b)
+{
+    for (int i = 0; i < b->nslots; i++) {
+        free(b->slots[i].values);
+        free(b->slots[i].ids);
+        free(b->slots[i].offsets);
+    }
+    free(b->slots);
+    memset(b, 0, sizeof *b);
+}
+
+static void reserve_offsets(pd_slot *s, size_t n)
+{
+    if (n > s->cap_offsets) {
+        size_t c = s->cap_offsets ? s->cap_offsets * 2 : 64;
+        while (c < n) c *= 2;
+        s->offsets = pd_xrealloc(s->offsets, c * sizeof *s->offsets);
+        s->cap_offsets = c;
+    }
+}
+
+void pd_batch_clear(pd_batch *b)
+{
+    b->n = 0;
+    for (int i = 0; i < b->nslots; i++)
+        if (b->slots[i].kind == PD_SLOT_ID_LIST) {
+            reserve_offsets(&b->slots[i], 1);
+            b->slots[i].offsets[0] = 0;
+        }
+}
+
+static void reserve_values(pd_slot *s, size_t n)
+{
+    if (n > s->cap_values) {
+        size_t c = s->cap_values ? s->cap_values * 2 : 256;
+        while (c < n) c *= 2;
+        s->values = pd_xrealloc(s->values, c * sizeof *s->values);
+        s->cap_values = c;
+    }
+}
+
+static void reserve_ids(pd_slot *s, size_t n)
+{
+    if (n > s->cap_ids) {
+        size_t c = s->cap_ids ? s->cap_ids * 2 : 256;
+        while (c < n) c *= 2;
+        s->ids = pd_xrealloc(s->ids, c * sizeof *s->ids);
+        s->cap_ids = c;
+    }
+}
+
+/* n is the index of the sample being added (the batch's count before it). */
+float *pd_slot_push_dense(pd_slot *s, int n)
+{
+    reserve_values(s, (size_t)(n + 1) * s->width);
+    return s->values + (size_t)n * s->width;
+}
+
+void pd_slot_push_id(pd_slot *s, int n, int32_t id)
+{
+    reserve_ids(s, (size_t)n + 1);
+    s->ids[n] = id;
+}
+
+void pd_slot_push_ids(pd_slot *s, int n, const int32_t *ids, int nids)
+{
+    reserve_offsets(s, (size_t)n + 2);
+    int32_t start = s->offsets[n];
+    reserve_ids(s, (size_t)start + nids);
+    if (nids) memcpy(s->ids + start, ids, (size_t)nids * sizeof *ids);
+    s->offsets[n + 1] = start + nids;
+}
+
+void pd_batch_append(pd_batch *dst, const pd_batch *src, int i)
+{
+    int n = dst->n;
+    for (int k = 0; k < dst->nslots; k++) {
+        pd_slot *d = &dst->slots[k];
+        const pd_slot *s = &src->slots[k];
+        switch (d->kind) {
+        case PD_SLOT_DENSE:
+            memcpy(pd_slot_push_dense(d, n), s->values + (size_t)i * s->width,
+                   (size_t)s->width * sizeof(float));
+            break;
+        case PD_SLOT_ID:
+            pd_slot_push_id(d, n, s->ids[i]);
+            break;
+        case PD_SLOT_ID_LIST:
+            pd_slot_push_ids(d, n, s->ids + s->offsets[i], s->offsets[i + 1] - s->offsets[i]);
+            break;
+        }
+    }
+    dst->n = n + 1;
+}

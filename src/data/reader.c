@@ -1,0 +1,746 @@
+/*
+ * reader.c - the reader thread, the batch queue, and the table formats
+ * (uci_housing, csv, libsvm). See reader.h.
+ */
+#include "reader.h"
+#include "../core/log.h"
+#include "../core/pd.h"
+#include "../nn/net.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_COLUMNS 100000
+#define MAX_LINE (16 << 20)
+
+enum { FMT_UCI, FMT_CSV, FMT_LIBSVM };
+enum { ITEM_BATCH, ITEM_END, ITEM_ERROR };
+
+/* Which columns of a table row feed a slot (0-based, inclusive). */
+typedef struct colmap {
+    int first, last;
+} colmap;
+
+struct pd_reader {
+    pd_reader_opts o;
+    const pd_recipe *r;
+    int format;
+    pd_slot *layout;
+    int nslots;
+    colmap *cols;       /* per slot, table formats */
+    int ncols_needed;
+    char sep;
+    int skip_bad;
+    char **files;
+    int nfiles;
+    int split_files;    /* shares are whole files */
+
+    /* uci_housing: the whole table, normalised */
+    float *uci;
+    int uci_rows;
+
+    /* queue */
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    int qcap, qhead, qlen;
+    struct { int kind; pd_batch *b; } *q;
+    pd_batch **free_list;
+    int nfree, nbatches;
+    char errmsg[1024];
+    int errcode;
+
+    long skipped;
+    long pass_samples, cur_samples;
+    int ended;          /* the thread has produced its last pass */
+
+    /* thread side */
+    pd_batch stage;     /* one sample being parsed */
+    pd_batch shuf;      /* shuffle buffer */
+    pd_batch *out;      /* batch being filled */
+    uint64_t rng;
+    long sample_index;  /* samples seen this pass (for line sharing) */
+};
+
+/* --- layout ---------------------------------------------------------------- */
+
+int pd_reader_layout(const pd_recipe *r, pd_slot **slots, int *nslots)
+{
+    int n = 0;
+    pd_slot *s = pd_xcalloc((size_t)r->nlayers + 1, sizeof *s);
+    for (int i = 0; i < r->nlayers; i++) {
+        const pd_layer_desc *d = &r->layers[i];
+        if (strcmp(d->type, "data") != 0) continue;
+        if (strlen(d->slot) >= sizeof s[n].name) {
+            free(s);
+            return pd_err_set(PD_ERECIPE, "%s: slot name '%s' is too long (31 characters at most)",
+                              d->where ? d->where : r->path, d->slot);
+        }
+        snprintf(s[n].name, sizeof s[n].name, "%s", d->slot);
+        if (strcmp(d->kind, "id") == 0) {
+            s[n].kind = PD_SLOT_ID;
+            s[n].width = d->range;
+        } else if (strcmp(d->kind, "id_list") == 0) {
+            s[n].kind = PD_SLOT_ID_LIST;
+            s[n].width = d->range;
+        } else {
+            s[n].kind = PD_SLOT_DENSE;
+            s[n].width = d->size;
+        }
+        n++;
+    }
+    *slots = s;
+    *nslots = n;
+    return 0;
+}
+
+/* --- files ------------------------------------------------------------------ */
+
+static char *join_path(const char *dir, const char *path)
+{
+    if (path[0] == '/' || !dir || !dir[0] || strcmp(dir, ".") == 0) return pd_xstrdup(path);
+    return pd_xasprintf("%s/%s", dir, path);
+}
+
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return pd_xstrdup(".");
+    return pd_xasprintf("%.*s", (int)(slash - path), path);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static void trim(char *s)
+{
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+}
+
+/* Resolve path (relative to the recipe) into rd->files, expanding .list. */
+static int resolve_files(pd_reader *rd, const char *path)
+{
+    char *full = join_path(rd->r->dir, path);
+    if (!ends_with(full, ".list")) {
+        rd->files = pd_xcalloc(2, sizeof(char *));
+        rd->files[0] = full;
+        rd->nfiles = 1;
+        return 0;
+    }
+    FILE *f = fopen(full, "r");
+    if (!f) {
+        int rc = pd_err_set(PD_ENOENT, "cannot open data list %s: %s", full, strerror(errno));
+        free(full);
+        return rc;
+    }
+    char *dir = dir_of(full), *line = NULL;
+    size_t cap = 0;
+    int cap_files = 0;
+    while (getline(&line, &cap, f) >= 0) {
+        trim(line);
+        char *p = line;
+        while (isspace((unsigned char)*p)) p++;
+        if (!*p || *p == '#') continue;
+        PD_GROW(&rd->files, &cap_files, rd->nfiles + 2);
+        rd->files[rd->nfiles++] = join_path(dir, p);
+        rd->files[rd->nfiles] = NULL;
+    }
+    free(line);
+    free(dir);
+    fclose(f);
+    if (rd->nfiles == 0) {
+        int rc = pd_err_set(PD_EDATA, "data list %s names no files", full);
+        free(full);
+        return rc;
+    }
+    free(full);
+    return 0;
+}
+
+/* --- column mapping ----------------------------------------------------------- */
+
+static int slot_columns(const pd_slot *s)
+{
+    return s->kind == PD_SLOT_DENSE ? s->width : 1;
+}
+
+static int parse_columns(pd_reader *rd)
+{
+    const pd_recipe *r = rd->r;
+    rd->cols = pd_xcalloc((size_t)rd->nslots + 1, sizeof *rd->cols);
+    if (r->ncolumns == 0) {
+        int c = 0;
+        for (int i = 0; i < rd->nslots; i++) {
+            rd->cols[i].first = c;
+            c += slot_columns(&rd->layout[i]);
+            rd->cols[i].last = c - 1;
+        }
+        rd->ncols_needed = c;
+        return 0;
+    }
+    for (int i = 0; i < rd->nslots; i++) rd->cols[i].first = -1;
+    for (int k = 0; k < r->ncolumns; k++) {
+        const char *spec = r->columns[k];
+        const char *eq = strchr(spec, '=');
+        int a = 0, b = 0, n = 0;
+        if (!eq || (sscanf(eq + 1, "%d-%d%n", &a, &b, &n) != 2 &&
+                    (sscanf(eq + 1, "%d%n", &a, &n) != 1 || (b = a, 0))) ||
+            eq[1 + n] != '\0' || a < 1 || b < a || b > MAX_COLUMNS)
+            return pd_err_set(PD_ERECIPE, "%s: data.columns entry '%s' must look like 'slot=3' or 'slot=1-13' "
+                                          "(columns count from 1)", r->path, spec);
+        int slot = -1;
+        for (int i = 0; i < rd->nslots; i++)
+            if ((size_t)(eq - spec) == strlen(rd->layout[i].name) &&
+                strncmp(spec, rd->layout[i].name, (size_t)(eq - spec)) == 0)
+                slot = i;
+        if (slot < 0)
+            return pd_err_set(PD_ERECIPE, "%s: data.columns entry '%s' names no data layer of the model",
+                              r->path, spec);
+        if (b - a + 1 != slot_columns(&rd->layout[slot]))
+            return pd_err_set(PD_ERECIPE, "%s: data.columns '%s' gives %d columns, but slot '%s' takes %d",
+                              r->path, spec, b - a + 1, rd->layout[slot].name, slot_columns(&rd->layout[slot]));
+        rd->cols[slot].first = a - 1;
+        rd->cols[slot].last = b - 1;
+        if (b > rd->ncols_needed) rd->ncols_needed = b;
+    }
+    for (int i = 0; i < rd->nslots; i++)
+        if (rd->cols[i].first < 0)
+            return pd_err_set(PD_ERECIPE, "%s: data.columns says nothing of slot '%s'", r->path,
+                              rd->layout[i].name);
+    return 0;
+}
+
+/* --- parsing one line ---------------------------------------------------------- */
+
+/* Split a numeric row; returns the number of values or -1 (message set). */
+static int parse_numbers(char *line, char sep, double *vals, int max, const char *file, long lineno)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (sep == ' ')
+            while (*p == ' ' || *p == '\t') p++;
+        if (*p == '\0' || *p == '\n' || *p == '\r') {
+            if (sep != ' ' && n > 0)
+                return pd_err_set(PD_EDATA, "%s:%ld: empty field %d", file, lineno, n + 1), -1;
+            break;
+        }
+        if (n >= max) return pd_err_set(PD_EDATA, "%s:%ld: more than %d fields", file, lineno, max), -1;
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno == ERANGE || !isfinite(v)) {
+            char field[32];
+            int len = 0;
+            while (p[len] && p[len] != sep && p[len] != '\n' && len < 31) len++;
+            snprintf(field, sizeof field, "%.*s", len, p);
+            return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a number: '%s'", file, lineno, n + 1, field), -1;
+        }
+        vals[n++] = v;
+        p = end;
+        if (sep == ' ') {
+            if (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+                return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a number", file, lineno, n), -1;
+            continue;
+        }
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == sep) {
+            p++;
+            while (*p == ' ' || *p == '\t') p++;
+            if (*p == '\0' || *p == '\n' || *p == '\r')
+                return pd_err_set(PD_EDATA, "%s:%ld: empty field %d", file, lineno, n + 1), -1;
+        } else if (*p && *p != '\n' && *p != '\r') {
+            return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a number", file, lineno, n), -1;
+        }
+    }
+    return n;
+}
+
+/* Put one row of numbers into rd->stage as a sample. */
+static int stage_row(pd_reader *rd, const double *vals, int n, const char *file, long lineno)
+{
+    pd_batch *st = &rd->stage;
+    if (n < rd->ncols_needed)
+        return pd_err_set(PD_EDATA, "%s:%ld: %d fields, the model reads %d", file, lineno, n, rd->ncols_needed);
+    pd_batch_clear(st);
+    for (int i = 0; i < rd->nslots; i++) {
+        pd_slot *s = &st->slots[i];
+        const colmap *c = &rd->cols[i];
+        if (s->kind == PD_SLOT_DENSE) {
+            float *dst = pd_slot_push_dense(s, 0);
+            for (int k = c->first; k <= c->last; k++) dst[k - c->first] = (float)vals[k];
+        } else {
+            double v = vals[c->first];
+            if (v != floor(v) || v < 0 || v >= s->width)
+                return pd_err_set(PD_EDATA, "%s:%ld: field %d of slot '%s' must be an id in [0, %d), got %g", file,
+                                  lineno, c->first + 1, s->name, s->width, v);
+            int32_t id = (int32_t)v;
+            if (s->kind == PD_SLOT_ID)
+                pd_slot_push_id(s, 0, id);
+            else
+                pd_slot_push_ids(s, 0, &id, 1);
+        }
+    }
+    st->n = 1;
+    return 0;
+}
+
+/* libsvm: "label idx:val idx:val ..." -> first dense slot of width > 1 gets
+ * the features (idx counts from 1), the other slot the label. */
+static int stage_libsvm(pd_reader *rd, char *line, const char *file, long lineno)
+{
+    pd_batch *st = &rd->stage;
+    int feat = -1, lab = -1;
+    for (int i = 0; i < rd->nslots; i++) {
+        if (rd->layout[i].kind == PD_SLOT_DENSE && feat < 0 && (rd->nslots == 1 || rd->layout[i].width > 1))
+            feat = i;
+        else if (lab < 0)
+            lab = i;
+    }
+    if (feat < 0 || rd->nslots > 2)
+        return pd_err_set(PD_ERECIPE, "%s: libsvm data needs a model with a dense feature slot and a label slot",
+                          rd->r->path);
+    pd_batch_clear(st);
+    char *p = line, *end;
+    errno = 0;
+    double label = strtod(p, &end);
+    if (end == p || !isfinite(label)) return pd_err_set(PD_EDATA, "%s:%ld: the line must start with a label", file, lineno);
+    p = end;
+    pd_slot *fs = &st->slots[feat];
+    float *x = pd_slot_push_dense(fs, 0);
+    memset(x, 0, (size_t)fs->width * sizeof *x);
+    long last = 0;
+    for (;;) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p || *p == '\n' || *p == '\r' || *p == '#') break;
+        long idx = strtol(p, &end, 10);
+        if (end == p || *end != ':')
+            return pd_err_set(PD_EDATA, "%s:%ld: expected index:value near '%.16s'", file, lineno, p);
+        if (idx < 1 || idx > fs->width)
+            return pd_err_set(PD_EDATA, "%s:%ld: feature index %ld outside 1..%d (slot '%s')", file, lineno, idx,
+                              fs->width, fs->name);
+        if (idx <= last)
+            return pd_err_set(PD_EDATA, "%s:%ld: feature indices must increase (%ld after %ld)", file, lineno, idx, last);
+        last = idx;
+        p = end + 1;
+        double v = strtod(p, &end);
+        if (end == p || !isfinite(v)) return pd_err_set(PD_EDATA, "%s:%ld: bad value for feature %ld", file, lineno, idx);
+        x[idx - 1] = (float)v;
+        p = end;
+    }
+    if (lab >= 0) {
+        pd_slot *ls = &st->slots[lab];
+        if (ls->kind == PD_SLOT_DENSE) {
+            float *y = pd_slot_push_dense(ls, 0);
+            for (int k = 0; k < ls->width; k++) y[k] = (float)label;
+        } else {
+            if (label != floor(label) || label < 0 || label >= ls->width)
+                return pd_err_set(PD_EDATA, "%s:%ld: label %g is not a class id in [0, %d)", file, lineno, label,
+                                  ls->width);
+            int32_t id = (int32_t)label;
+            if (ls->kind == PD_SLOT_ID) pd_slot_push_id(ls, 0, id);
+            else pd_slot_push_ids(ls, 0, &id, 1);
+        }
+    }
+    st->n = 1;
+    return 0;
+}
+
+/* --- uci_housing ------------------------------------------------------------------ */
+
+static int load_uci(pd_reader *rd)
+{
+    const char *file = rd->files[0];
+    if (rd->nfiles != 1)
+        return pd_err_set(PD_ERECIPE, "%s: uci_housing reads one file (housing.data), got a list of %d", rd->r->path,
+                          rd->nfiles);
+    if (rd->ncols_needed != 14 || rd->nslots != 2)
+        return pd_err_set(PD_ERECIPE, "%s: uci_housing gives 13 features and 1 price: the model must read "
+                                      "nn.data(x, 13) and nn.data(y, 1)", rd->r->path);
+    FILE *f = fopen(file, "r");
+    if (!f) return pd_err_set(PD_ENOENT, "cannot open %s: %s (run recipes/prepare.sh for the demo data)", file,
+                              strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    long lineno = 0;
+    int rows_cap = 0, rc = 0;
+    double vals[16];
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        char *p = line;
+        while (isspace((unsigned char)*p)) p++;
+        if (!*p) continue;
+        int n = parse_numbers(p, ' ', vals, 16, file, lineno);
+        if (n < 0) { rc = PD_EDATA; break; }
+        if (n != 14) {
+            rc = pd_err_set(PD_EDATA, "%s:%ld: %d fields, uci_housing rows have 14", file, lineno, n);
+            break;
+        }
+        PD_GROW(&rd->uci, &rows_cap, (rd->uci_rows + 1) * 14);
+        for (int k = 0; k < 14; k++) rd->uci[rd->uci_rows * 14 + k] = (float)vals[k];
+        rd->uci_rows++;
+    }
+    free(line);
+    fclose(f);
+    if (rc < 0) return rc;
+    if (rd->uci_rows < 2) return pd_err_set(PD_EDATA, "%s: only %d rows", file, rd->uci_rows);
+    /* (x - mean) / (max - min) over all rows, features only */
+    for (int k = 0; k < 13; k++) {
+        double sum = 0, mn = INFINITY, mx = -INFINITY;
+        for (int i = 0; i < rd->uci_rows; i++) {
+            double v = rd->uci[i * 14 + k];
+            sum += v;
+            mn = v < mn ? v : mn;
+            mx = v > mx ? v : mx;
+        }
+        double mean = sum / rd->uci_rows, range = mx - mn;
+        if (range == 0) range = 1;
+        for (int i = 0; i < rd->uci_rows; i++)
+            rd->uci[i * 14 + k] = (float)((rd->uci[i * 14 + k] - mean) / range);
+    }
+    return 0;
+}
+
+/* --- the queue ----------------------------------------------------------------------- */
+
+/* Thread side: wait for a free batch. NULL when stopping. */
+static pd_batch *take_free(pd_reader *rd)
+{
+    pthread_mutex_lock(&rd->mu);
+    while (!rd->stop && rd->nfree == 0) pthread_cond_wait(&rd->cv, &rd->mu);
+    pd_batch *b = rd->stop ? NULL : rd->free_list[--rd->nfree];
+    pthread_mutex_unlock(&rd->mu);
+    if (b) pd_batch_clear(b);
+    return b;
+}
+
+/* Thread side: queue an item; returns -1 when stopping. */
+static int push(pd_reader *rd, int kind, pd_batch *b)
+{
+    pthread_mutex_lock(&rd->mu);
+    while (!rd->stop && rd->qlen == rd->qcap) pthread_cond_wait(&rd->cv, &rd->mu);
+    if (rd->stop) {
+        pthread_mutex_unlock(&rd->mu);
+        return -1;
+    }
+    int tail = (rd->qhead + rd->qlen) % rd->qcap;
+    rd->q[tail].kind = kind;
+    rd->q[tail].b = b;
+    rd->qlen++;
+    pthread_cond_broadcast(&rd->cv);
+    pthread_mutex_unlock(&rd->mu);
+    return 0;
+}
+
+static int flush_out(pd_reader *rd)
+{
+    if (!rd->out || rd->out->n == 0) return 0;
+    pd_batch *b = rd->out;
+    rd->out = NULL;
+    return push(rd, ITEM_BATCH, b);
+}
+
+/* Append sample i of src to the batch being filled; push it when full. */
+static int emit(pd_reader *rd, const pd_batch *src, int i)
+{
+    if (!rd->out && !(rd->out = take_free(rd))) return -1;
+    pd_batch_append(rd->out, src, i);
+    if (rd->out->n >= rd->o.batch_size) return flush_out(rd);
+    return 0;
+}
+
+static int flush_shuffle(pd_reader *rd)
+{
+    pd_batch *s = &rd->shuf;
+    int n = s->n;
+    int *perm = pd_xmalloc((size_t)(n ? n : 1) * sizeof *perm);
+    for (int i = 0; i < n; i++) perm[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(pd_rng_next(&rd->rng) % (uint64_t)(i + 1));
+        int t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) rc = emit(rd, s, perm[i]);
+    free(perm);
+    pd_batch_clear(s);
+    return rc;
+}
+
+/* A parsed sample in rd->stage: keep it if it is this trainer's share. */
+static int offer(pd_reader *rd)
+{
+    long idx = rd->sample_index++;
+    if (!rd->split_files && rd->o.nshares > 1 && idx % rd->o.nshares != rd->o.share) return 0;
+    if (rd->o.shuffle <= 1) return emit(rd, &rd->stage, 0);
+    pd_batch_append(&rd->shuf, &rd->stage, 0);
+    if (rd->shuf.n >= rd->o.shuffle) return flush_shuffle(rd);
+    return 0;
+}
+
+static void thread_error(pd_reader *rd)
+{
+    pthread_mutex_lock(&rd->mu);
+    snprintf(rd->errmsg, sizeof rd->errmsg, "%s", pd_err_msg());
+    rd->errcode = PD_EDATA;
+    pthread_mutex_unlock(&rd->mu);
+    push(rd, ITEM_ERROR, NULL);
+}
+
+/* One line failed to parse: fail the job, or count it and go on. */
+static int bad_line(pd_reader *rd)
+{
+    if (!rd->skip_bad) return -1;
+    if (rd->skipped < 10) PD_WARN("skipping: %s", pd_err_msg());
+    rd->skipped++;
+    return 0;
+}
+
+static int read_table_file(pd_reader *rd, const char *file)
+{
+    FILE *f = fopen(file, "r");
+    if (!f) {
+        pd_err_set(PD_ENOENT, "cannot open data file %s: %s", file, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long lineno = 0;
+    int rc = 0;
+    int maxcols = rd->ncols_needed + 64;
+    double *vals = pd_xmalloc((size_t)maxcols * sizeof *vals);
+    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (len > MAX_LINE) {
+            pd_err_set(PD_EDATA, "%s:%ld: line longer than %d bytes", file, lineno, MAX_LINE);
+            rc = bad_line(rd);
+            continue;
+        }
+        if (lineno == 1 && rd->r->header && rd->format == FMT_CSV) continue;
+        char *p = line;
+        while (isspace((unsigned char)*p)) p++;
+        if (!*p || *p == '#') continue;
+        int st;
+        if (rd->format == FMT_LIBSVM) {
+            st = stage_libsvm(rd, p, file, lineno);
+        } else {
+            int n = parse_numbers(p, rd->sep, vals, maxcols, file, lineno);
+            st = n < 0 ? -1 : stage_row(rd, vals, n, file, lineno);
+        }
+        if (st < 0) {
+            if (pd_err_msg()[0] && strstr(pd_err_msg(), ": libsvm data needs")) { rc = -1; break; }
+            rc = bad_line(rd);
+            continue;
+        }
+        rc = offer(rd);
+    }
+    free(vals);
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+static int run_pass(pd_reader *rd)
+{
+    rd->sample_index = 0;
+    if (rd->format == FMT_UCI) {
+        int split = (int)(rd->uci_rows * 0.8);
+        int lo = rd->o.part == PD_PART_TRAIN ? 0 : split;
+        int hi = rd->o.part == PD_PART_TRAIN ? split : rd->uci_rows;
+        double vals[14];
+        for (int i = lo; i < hi; i++) {
+            for (int k = 0; k < 14; k++) vals[k] = rd->uci[i * 14 + k];
+            if (stage_row(rd, vals, 14, rd->files[0], i + 1) < 0) return -1;
+            if (offer(rd) < 0) return -1;
+        }
+    } else {
+        for (int k = 0; k < rd->nfiles; k++) {
+            if (rd->split_files && k % rd->o.nshares != rd->o.share) continue;
+            if (read_table_file(rd, rd->files[k]) < 0) return -1;
+        }
+    }
+    if (rd->shuf.n && flush_shuffle(rd) < 0) return -1;
+    if (flush_out(rd) < 0) return -1;
+    return push(rd, ITEM_END, NULL);
+}
+
+static void *reader_main(void *arg)
+{
+    pd_reader *rd = arg;
+    for (int pass = 0; pass < rd->o.passes; pass++) {
+        if (run_pass(rd) < 0) {
+            pthread_mutex_lock(&rd->mu);
+            int stopping = rd->stop;
+            pthread_mutex_unlock(&rd->mu);
+            if (!stopping) thread_error(rd);
+            break;
+        }
+    }
+    pthread_mutex_lock(&rd->mu);
+    rd->ended = 1;
+    pthread_cond_broadcast(&rd->cv);
+    pthread_mutex_unlock(&rd->mu);
+    return NULL;
+}
+
+/* --- consumer side ---------------------------------------------------------------- */
+
+int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
+{
+    int rc;
+    pd_reader *rd = pd_xcalloc(1, sizeof *rd);
+    *out = NULL;
+    rd->o = *o;
+    if (rd->o.nshares < 1) rd->o.nshares = 1;
+    if (rd->o.passes < 1) rd->o.passes = 1;
+    if (rd->o.batch_size < 1) rd->o.batch_size = 1;
+    rd->r = r;
+    rd->rng = o->seed * 0x9E3779B97F4A7C15ull + 7;
+    rd->skip_bad = r->on_error && strcmp(r->on_error, "skip") == 0;
+    pthread_mutex_init(&rd->mu, NULL);
+    pthread_cond_init(&rd->cv, NULL);
+    const char *fmt = r->format ? r->format : "csv";
+    rd->format = !strcmp(fmt, "uci_housing") ? FMT_UCI
+               : !strcmp(fmt, "libsvm") ? FMT_LIBSVM
+               : FMT_CSV;
+    rd->sep = rd->format == FMT_UCI ? ' ' : (r->separator && r->separator[0] ? r->separator[0] : ',');
+    if (rd->sep == '\t') rd->sep = ' ';
+    if ((rc = pd_reader_layout(r, &rd->layout, &rd->nslots)) < 0) goto err;
+    if (rd->nslots == 0) {
+        rc = pd_err_set(PD_ERECIPE, "%s: the model has no data layer to read into", r->path);
+        goto err;
+    }
+    const char *path = o->part == PD_PART_TRAIN ? r->train : r->test;
+    if (!path) {
+        rc = pd_err_set(PD_ERECIPE, "%s: no data.%s", r->path, o->part == PD_PART_TRAIN ? "train" : "test");
+        goto err;
+    }
+    if ((rc = resolve_files(rd, path)) < 0) goto err;
+    rd->split_files = rd->o.nshares > 1 && rd->nfiles >= rd->o.nshares && rd->format != FMT_UCI;
+    if (rd->format != FMT_LIBSVM && (rc = parse_columns(rd)) < 0) goto err;
+    if (rd->format == FMT_UCI && (rc = load_uci(rd)) < 0) goto err;
+    /* files that cannot be opened are reported now, not in the middle of a pass */
+    for (int k = 0; k < rd->nfiles; k++) {
+        FILE *f = fopen(rd->files[k], "r");
+        if (!f) {
+            rc = pd_err_set(PD_ENOENT, "cannot open data file %s: %s", rd->files[k], strerror(errno));
+            goto err;
+        }
+        fclose(f);
+    }
+    pd_batch_init(&rd->stage, rd->layout, rd->nslots);
+    pd_batch_init(&rd->shuf, rd->layout, rd->nslots);
+    rd->qcap = r->queue > 0 ? r->queue : 8;
+    rd->q = pd_xcalloc((size_t)rd->qcap, sizeof *rd->q);
+    rd->nbatches = rd->qcap + 2;
+    rd->free_list = pd_xcalloc((size_t)rd->nbatches, sizeof *rd->free_list);
+    for (int i = 0; i < rd->nbatches; i++) {
+        rd->free_list[i] = pd_xmalloc(sizeof(pd_batch));
+        pd_batch_init(rd->free_list[i], rd->layout, rd->nslots);
+    }
+    rd->nfree = rd->nbatches;
+    if (pthread_create(&rd->thread, NULL, reader_main, rd) != 0) {
+        rc = pd_err_set(PD_ENOMEM, "cannot start the reader thread");
+        goto err;
+    }
+    rd->started = 1;
+    *out = rd;
+    return 0;
+err:
+    pd_reader_close(rd);
+    return rc;
+}
+
+int pd_reader_next(pd_reader *rd, pd_batch **b)
+{
+    pthread_mutex_lock(&rd->mu);
+    while (rd->qlen == 0 && !rd->ended) pthread_cond_wait(&rd->cv, &rd->mu);
+    if (rd->qlen == 0) {
+        pthread_mutex_unlock(&rd->mu);
+        return pd_err_set(PD_EINVAL, "the reader has produced all its passes");
+    }
+    int kind = rd->q[rd->qhead].kind;
+    *b = rd->q[rd->qhead].b;
+    rd->qhead = (rd->qhead + 1) % rd->qcap;
+    rd->qlen--;
+    pthread_cond_broadcast(&rd->cv);
+    if (kind == ITEM_ERROR) {
+        int code = rd->errcode;
+        pd_err_set(code, "%s", rd->errmsg);
+        pthread_mutex_unlock(&rd->mu);
+        return code;
+    }
+    if (kind == ITEM_END) {
+        rd->pass_samples = rd->cur_samples;
+        rd->cur_samples = 0;
+        pthread_mutex_unlock(&rd->mu);
+        return 0;
+    }
+    rd->cur_samples += (*b)->n;
+    pthread_mutex_unlock(&rd->mu);
+    return 1;
+}
+
+void pd_reader_release(pd_reader *rd, pd_batch *b)
+{
+    pthread_mutex_lock(&rd->mu);
+    rd->free_list[rd->nfree++] = b;
+    pthread_cond_broadcast(&rd->cv);
+    pthread_mutex_unlock(&rd->mu);
+}
+
+long pd_reader_skipped(const pd_reader *rd) { return rd->skipped; }
+long pd_reader_pass_samples(const pd_reader *rd) { return rd->pass_samples; }
+
+void pd_reader_close(pd_reader *rd)
+{
+    if (!rd) return;
+    if (rd->started) {
+        pthread_mutex_lock(&rd->mu);
+        rd->stop = 1;
+        pthread_cond_broadcast(&rd->cv);
+        pthread_mutex_unlock(&rd->mu);
+        pthread_join(rd->thread, NULL);
+    }
+    /* batches are either free, queued, or held by the thread (out) */
+    for (int i = 0; i < rd->nfree; i++) {
+        pd_batch_free(rd->free_list[i]);
+        free(rd->free_list[i]);
+    }
+    for (int i = 0; i < rd->qlen; i++) {
+        pd_batch *b = rd->q[(rd->qhead + i) % rd->qcap].b;
+        if (b) {
+            pd_batch_free(b);
+            free(b);
+        }
+    }
+    if (rd->out) {
+        pd_batch_free(rd->out);
+        free(rd->out);
+    }
+    free(rd->free_list);
+    free(rd->q);
+    pd_batch_free(&rd->stage);
+    pd_batch_free(&rd->shuf);
+    for (int k = 0; k < rd->nfiles; k++) free(rd->files[k]);
+    free(rd->files);
+    free(rd->layout);
+    free(rd->cols);
+    free(rd->uci);
+    pthread_mutex_destroy(&rd->mu);
+    pthread_cond_destroy(&rd->cv);
+    free(rd);
+}

@@ -1,0 +1,54 @@
+/*
+ * reader.h - data readers: each on its own thread, filling a bounded queue
+ * of batches.
+ *
+ * The slots a reader fills follow the model's data layers (name, dense width
+ * or id range). Formats: uci_housing, csv, libsvm (see docs/recipes.md).
+ * A data path ending in ".list" names a file of data paths, one per line,
+ * relative to the list's folder. With several trainers each reads its own
+ * share: whole files when there are at least as many files as trainers,
+ * else every nshares-th sample.
+ *
+ *     pd_reader *rd;
+ *     pd_reader_open(&rd, &recipe, &opts);
+ *     pd_batch *b;
+ *     while ((rc = pd_reader_next(rd, &b)) == 1) {  // 0: end of the pass
+ *         ... use b ...
+ *         pd_reader_release(rd, b);
+ *     }
+ *     pd_reader_close(rd);
+ */
+#ifndef PD_READER_H
+#define PD_READER_H
+
+#include "batch.h"
+#include "../lua/recipe.h"
+
+enum { PD_PART_TRAIN, PD_PART_TEST };
+
+typedef struct pd_reader_opts {
+    int part;           /* PD_PART_TRAIN or PD_PART_TEST */
+    int share, nshares; /* this trainer's share of the data */
+    int batch_size;
+    int shuffle;        /* shuffle buffer size (0: file order) */
+    uint64_t seed;
+    int passes;         /* passes to produce (the thread stops after) */
+} pd_reader_opts;
+
+typedef struct pd_reader pd_reader;
+
+int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o);
+/* 1: *b holds a batch (give it back with pd_reader_release); 0: the pass
+ * ended (the next call starts the next one); < 0: an error, message set. */
+int pd_reader_next(pd_reader *rd, pd_batch **b);
+void pd_reader_release(pd_reader *rd, pd_batch *b);
+/* Malformed lines skipped so far (data.on_error = "skip"). */
+long pd_reader_skipped(const pd_reader *rd);
+/* Samples delivered in the pass that ended last. */
+long pd_reader_pass_samples(const pd_reader *rd);
+void pd_reader_close(pd_reader *rd);
+
+/* The slot layout the recipe's model reads (one per data layer). */
+int pd_reader_layout(const pd_recipe *r, pd_slot **slots, int *nslots);
+
+#endif

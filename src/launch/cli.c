@@ -1,0 +1,114 @@
+/* cli.c - parsing subcommand arguments. */
+#include "cli.h"
+#include "../core/pd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Is name among known? *flag tells whether it takes no value. */
+static int is_known(const char *const *known, const char *name, size_t len, int *flag)
+{
+    for (int i = 0; known && known[i]; i++) {
+        size_t kl = strlen(known[i]);
+        int f = known[i][kl - 1] == '!';
+        if (f) kl--;
+        if (kl == len && strncmp(known[i], name, len) == 0) {
+            *flag = f;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, int maxpos,
+                 const char *const *known)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            if (c->npos >= maxpos || c->npos >= (int)PD_COUNT(c->pos)) {
+                fprintf(stderr, "paddle %s: unexpected argument '%s'\n", cmd, a);
+                goto usage;
+            }
+            c->pos[c->npos++] = pd_xstrdup(a);
+            continue;
+        }
+        char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const char *value = eq ? eq + 1 : NULL;
+        int flag = 0;
+        if (len == 7 && strncmp(name, "cluster", 7) == 0) {
+            if (!value) {
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "paddle %s: --cluster needs a file\n", cmd);
+                    goto usage;
+                }
+                value = argv[++i];
+            }
+            free(c->cluster);
+            c->cluster = pd_xstrdup(value);
+        } else if (is_known(known, name, len, &flag)) {
+            if (flag && value) {
+                fprintf(stderr, "paddle %s: --%.*s takes no value\n", cmd, (int)len, name);
+                goto usage;
+            }
+            if (!flag && !value) {
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "paddle %s: --%.*s needs a value\n", cmd, (int)len, name);
+                    goto usage;
+                }
+                value = argv[++i];
+            }
+            if (c->nopts >= PD_CLI_MAX) goto too_many;
+            c->opts[c->nopts].key = pd_xasprintf("%.*s", (int)len, name);
+            c->opts[c->nopts++].value = pd_xstrdup(flag ? "1" : value);
+        } else if (value) {
+            if (len == 0) {
+                fprintf(stderr, "paddle %s: bad option '%s'\n", cmd, a);
+                goto usage;
+            }
+            if (c->noverrides >= PD_CLI_MAX) goto too_many;
+            c->overrides[c->noverrides].key = pd_xasprintf("%.*s", (int)len, name);
+            c->overrides[c->noverrides++].value = pd_xstrdup(value);
+        } else {
+            fprintf(stderr, "paddle %s: unknown option '%s' (recipe settings take a value: --%s=VALUE)\n", cmd,
+                    a, name);
+            goto usage;
+        }
+    }
+    if (c->npos < minpos) {
+        fprintf(stderr, "paddle %s: missing argument\n", cmd);
+        goto usage;
+    }
+    return 0;
+too_many:
+    fprintf(stderr, "paddle %s: too many options\n", cmd);
+usage:
+    fprintf(stderr, "'paddle help %s' shows the usage.\n", cmd);
+    pd_cli_free(c);
+    return 2;
+}
+
+const char *pd_cli_opt(const pd_cli *c, const char *name)
+{
+    for (int i = c->nopts - 1; i >= 0; i--)
+        if (strcmp(c->opts[i].key, name) == 0) return c->opts[i].value;
+    return NULL;
+}
+
+void pd_cli_free(pd_cli *c)
+{
+    for (int i = 0; i < c->npos; i++) free(c->pos[i]);
+    for (int i = 0; i < c->noverrides; i++) {
+        free(c->overrides[i].key);
+        free(c->overrides[i].value);
+    }
+    for (int i = 0; i < c->nopts; i++) {
+        free(c->opts[i].key);
+        free(c->opts[i].value);
+    }
+    free(c->cluster);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,231 @@
+/*
+ * main.c - paddle's subcommands.
+ *
+ * Every subcommand is a function taking its arguments; they return an exit
+ * status. Usage errors exit 2, bad recipes exit 2, failures of the world
+ * (files, network, children) exit 1.
+ */
+#include "core/log.h"
+#include "core/pd.h"
+#include "core/version.h"
+#include "backend/backend.h"
+#include "launch/cli.h"
+#include "launch/plan.h"
+#include "launch/ssh.h"
+#include "lua/lstate.h"
+#include "lua/recipe.h"
+#include "nn/net.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+    const char *summary;
+    const char *help;
+} command;
+
+static const command *find_command(const char *name);
+static void print_commands(FILE *f);
+
+/* --- version ------------------------------------------------------------- */
+
+static int cmd_version(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "paddle version: unexpected argument '%s'\n", argv[1]);
+        return 2;
+    }
+    printf("paddle %s (git %s, %s)\n", PD_VERSION, pd_build_rev(), pd_build_flavour());
+    printf("  lua      %s\n", pd_lua_version());
+    printf("  libssh2  %s\n", pd_ssh_version());
+    printf("  crypto   %s\n", pd_ssh_crypto_version());
+    printf("  blas     %s\n", pd_blas_version());
+    printf("  blas core on this cpu: %s\n", pd_blas_core());
+    const pd_backend *cuda = pd_backend_get("cuda");
+    if (cuda)
+        printf("  cuda     available\n");
+    else
+        printf("  cuda     %s\n", pd_err_msg());
+    return 0;
+}
+
+/* --- help ---------------------------------------------------------------- */
+
+static int cmd_help(int argc, char **argv)
+{
+    if (argc > 1) {
+        const command *c = find_command(argv[1]);
+        if (!c) {
+            fprintf(stderr, "paddle help: unknown command '%s'\n", argv[1]);
+            print_commands(stderr);
+            return 2;
+        }
+        printf("usage: paddle %s %s\n\n%s\n\n%s", c->name, c->usage, c->summary, c->help);
+        return 0;
+    }
+    printf("paddle %s - distributed training in the parameter-server style\n\n", PD_VERSION);
+    printf("usage: paddle <command> [arguments]\n\n");
+    print_commands(stdout);
+    printf("\n'paddle help <command>' tells more about one.\n");
+    return 0;
+}
+
+/* --- check --------------------------------------------------------------- */
+
+static void print_recipe(const pd_recipe *r, const pd_plan *plan)
+{
+    printf("recipe   %s\n", r->path);
+    if (r->nhosts == 0) {
+        printf("cluster  local simulated cluster on this machine (no hosts)\n");
+    } else {
+        printf("cluster  %d host%s, root_dir %s%s%s\n", r->nhosts, r->nhosts > 1 ? "s" : "",
+               r->root_dir ? r->root_dir : "(home)", r->nic ? ", nic " : "", r->nic ? r->nic : "");
+        for (int i = 0; i < r->nhosts; i++)
+            printf("  node %d  %s (user %s, ssh port %d)\n", i, r->hosts[i].host,
+                   r->hosts[i].user ? r->hosts[i].user : "(current)", r->hosts[i].port);
+    }
+    printf("job      %d pserver%s, %d trainer%s, mode %s", r->pservers, r->pservers == 1 ? "" : "s",
+           r->trainers, r->trainers == 1 ? "" : "s", r->mode);
+    if (r->workspace) printf(", workspace %s (dispatched)", r->workspace);
+    if (r->deployed) printf(", deployed %s", r->deployed);
+    printf("\n");
+    for (int i = 0; i < plan->nroles; i++) {
+        const pd_role *ro = &plan->roles[i];
+        const char *where = ro->host < 0 ? "this machine" : r->hosts[ro->host].spec;
+        if (ro->kind == PD_ROLE_PSERVER) {
+            if (ro->port)
+                printf("  pserver %d  on %s, ports %d-%d (%d dense, %d sparse)\n", ro->id, where, ro->port,
+                       ro->port + ro->nports - 1, r->ports_num, r->ports_num_for_sparse);
+            else
+                printf("  pserver %d  on %s, %d ports picked free at start (%d dense, %d sparse)\n", ro->id,
+                       where, ro->nports, r->ports_num, r->ports_num_for_sparse);
+        } else {
+            printf("  trainer %d  on %s\n", ro->id, where);
+        }
+    }
+    printf("data     train %s", r->train);
+    if (r->test) printf(", test %s", r->test);
+    printf(", format %s\n", r->format);
+    printf("settings batch_size %d per trainer, passes %d, seed %d, device %s\n", r->batch_size, r->passes,
+           r->seed, r->device);
+    const pd_optimizer_desc *o = &r->optimizer;
+    printf("optimizer %s, learning_rate %g", o->type, o->learning_rate);
+    if (!strcmp(o->type, "momentum")) printf(", momentum %g", o->momentum);
+    if (!strcmp(o->type, "adam")) printf(", beta1 %g, beta2 %g, epsilon %g", o->beta1, o->beta2, o->epsilon);
+    if (!strcmp(o->type, "adagrad")) printf(", epsilon %g", o->epsilon);
+    if (!strcmp(o->type, "rmsprop")) printf(", rho %g, epsilon %g", o->rho, o->epsilon);
+    if (o->weight_decay) printf(", weight_decay %g", o->weight_decay);
+    printf("\n");
+    printf("model    %d layers, %ld parameters\n", r->nlayers, pd_recipe_params(r));
+    for (int i = 0; i < r->nlayers; i++) {
+        const pd_layer_desc *d = &r->layers[i];
+        char inputs[256] = "";
+        for (int j = 0; j < d->ninputs; j++) {
+            size_t len = strlen(inputs);
+            snprintf(inputs + len, sizeof inputs - len, "%s%s", j ? ", " : "", r->layers[d->inputs[j]].name);
+        }
+        printf("  %-22s %-22s size %-6d", d->name, d->type, d->size);
+        if (!strcmp(d->type, "data"))
+            printf(" %s%s", d->kind, d->range ? "" : "");
+        if (d->range) printf(" ids < %d", d->range);
+        if (d->act && strcmp(d->act, "linear")) printf(" act %s", d->act);
+        if (d->pool) printf(" pool %s", d->pool);
+        if (!strcmp(d->type, "cos_sim")) printf(" scale %g", d->scale);
+        if (d->ninputs) printf(" <- %s", inputs);
+        if (i == r->cost) printf("  [cost]");
+        printf("\n");
+        for (int j = 0; j < d->nparams; j++)
+            printf("  %24s %s [%d, %d]%s %ld\n", "", d->params[j].name, d->params[j].rows, d->params[j].cols,
+                   d->params[j].sparse ? " sparse" : "", (long)d->params[j].rows * d->params[j].cols);
+    }
+    for (int i = 0; i < r->nmetrics; i++)
+        printf("metric   %s <- %s\n", r->metrics[i].name, r->layers[r->metrics[i].layer].name);
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    pd_cli cli;
+    int rc = pd_cli_parse(&cli, "check", argc, argv, 1, 1, NULL);
+    if (rc) return rc;
+    pd_recipe r;
+    pd_plan plan;
+    if (pd_recipe_load(&r, cli.pos[0], cli.cluster, cli.overrides, cli.noverrides) < 0) {
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        pd_cli_free(&cli);
+        return 2;
+    }
+    if (pd_plan_make(&plan, &r) < 0) {
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        pd_recipe_free(&r);
+        pd_cli_free(&cli);
+        return 2;
+    }
+    /* Build the network too: it checks what the Lua side cannot. */
+    pd_net net;
+    rc = 0;
+    if (pd_net_build(&net, &r, &pd_backend_cpu, (uint64_t)r.seed) < 0) {
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        rc = 2;
+    } else {
+        pd_net_free(&net);
+        print_recipe(&r, &plan);
+        printf("ok\n");
+    }
+    pd_plan_free(&plan);
+    pd_recipe_free(&r);
+    pd_cli_free(&cli);
+    return rc;
+}
+
+/* --- the table ------------------------------------------------------------ */
+
+
+static const command commands[] = {
+    {"check", cmd_check, "RECIPE [--cluster FILE] [--key=value ...]",
+     "Load and validate a recipe; print the resolved job.",
+     "Prints the hosts, where each pserver and trainer will run and on which ports,\n"
+     "the data, the settings, the optimizer and every layer with its parameter\n"
+     "shapes and counts. A mistake in the recipe is one line naming file:line and\n"
+     "exit status 2. --key=value overrides the recipe setting of that name.\n"},
+    {"version", cmd_version, "", "Print the version and what this binary is built with.",
+     "Version, git revision, build flavour, and the versions of Lua, libssh2, its\n"
+     "crypto library and OpenBLAS, with the BLAS core chosen for this CPU.\n"},
+    {"help", cmd_help, "[COMMAND]", "Show the commands, or one command's help.", ""},
+};
+
+static const command *find_command(const char *name)
+{
+    for (size_t i = 0; i < PD_COUNT(commands); i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+static void print_commands(FILE *f)
+{
+    fprintf(f, "commands:\n");
+    for (size_t i = 0; i < PD_COUNT(commands); i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        cmd_help(1, argv);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "--help") || !strcmp(name, "-h")) name = "help";
+    if (!strcmp(name, "--version")) name = "version";
+    const command *c = find_command(name);
+    if (!c) {
+        fprintf(stderr, "paddle: unknown command '%s'\n", argv[1]);
+        print_commands(stderr);
+        return 2;
+    }
+    return c->run(argc - 1, argv + 1);
+}

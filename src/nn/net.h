@@ -1,0 +1,133 @@
+/*
+ * net.h - the network a recipe's model describes, on one backend.
+ *
+ * pd_net_build() makes the layers and parameters of a recipe's model;
+ * training is a plain loop:
+ *
+ *     pd_net net;
+ *     pd_net_build(&net, &recipe, &pd_backend_cpu, seed);
+ *     while (next batch b) {
+ *         pd_net_bind(&net, &b);          // data layers take the batch
+ *         float cost = pd_net_forward(&net);
+ *         pd_net_backward(&net);          // parameter gradients (batch mean)
+ *         pd_net_update(&net, &opt);      // or push them to the pservers
+ *     }
+ *     pd_net_free(&net);
+ *
+ * Each layer is a file in src/nn/ with a pd_layer_ops table; all its math is
+ * done through net->be, so the same code runs on every backend.
+ */
+#ifndef PD_NET_H
+#define PD_NET_H
+
+#include "../backend/backend.h"
+#include "../data/batch.h"
+#include "../lua/recipe.h"
+
+#include <stdint.h>
+
+typedef struct pd_param {
+    char *name;
+    int rows, cols;
+    int sparse;         /* rows are pulled, pushed and updated one by one */
+    pd_init init;
+    float *w, *g;       /* values and gradient, [rows, cols] on the backend */
+    float *s1, *s2;     /* optimizer state, allocated on first update */
+    /* sparse parameters: which rows have a gradient this step (host) */
+    int32_t *touched;
+    int ntouched, cap_touched;
+    uint8_t *mark;      /* rows: 1 when in touched */
+} pd_param;
+
+typedef struct pd_layer pd_layer;
+typedef struct pd_net pd_net;
+
+typedef struct pd_layer_ops {
+    const char *type;
+    /* check inputs, allocate what does not depend on the batch; 0 or PD_E* */
+    int (*setup)(pd_layer *l);
+    void (*forward)(pd_layer *l);
+    /* add d cost / d input into each input's grad, and into parameters' g */
+    void (*backward)(pd_layer *l);
+    void (*free)(pd_layer *l);
+} pd_layer_ops;
+
+struct pd_layer {
+    const pd_layer_ops *ops;
+    const pd_layer_desc *d;
+    pd_net *net;
+    const pd_backend *be;
+    int index;
+    int size;               /* output width */
+    int nin;
+    pd_layer *in[PD_MAX_INPUTS];
+    pd_param *p[2];
+    int is_data;
+    int slot;               /* data layers: slot index in the bound batch */
+
+    int n;                  /* samples in the current batch */
+    int rows;               /* rows of out: n, or the ids of a sequence */
+    int cap_rows;
+    float *out, *grad;      /* [rows, size] on the backend (grad: NULL for data) */
+    int32_t *ids;           /* id data layers: rows ids on the backend */
+    int32_t *offsets;       /* sequences: n + 1 offsets on the backend */
+    const int32_t *h_ids;   /* the same on the host */
+    const int32_t *h_offsets;
+    int cap_ids, cap_offsets;
+
+    float *fscratch;        /* layer-private scratch */
+    int32_t *iscratch;
+    size_t cap_fscratch, cap_iscratch;
+};
+
+struct pd_net {
+    const pd_backend *be;
+    const pd_recipe *r;
+    int nlayers;
+    pd_layer *layers;
+    int nparams;
+    pd_param *params;
+    int cost, predict;
+    uint64_t rng;
+    int n;                  /* samples in the bound batch */
+    int bound_layout;       /* slots resolved for the batch layout */
+};
+
+int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t seed);
+void pd_net_free(pd_net *net);
+
+/* Point the data layers at batch b (uploads it). Fails, naming the slot,
+ * when b lacks a slot the model reads or an id is out of range. */
+int pd_net_bind(pd_net *net, const pd_batch *b);
+/* Forward through every layer; returns the mean cost over the batch. */
+double pd_net_forward(pd_net *net);
+/* Mean over the batch of a layer's per-sample output (costs, metrics). */
+double pd_net_mean(pd_net *net, int layer);
+/* Zero parameter gradients, then backpropagate the cost. */
+void pd_net_backward(pd_net *net);
+/* Apply the optimizer to every parameter (local training). step counts
+ * updates from 1. */
+void pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step);
+pd_param *pd_net_param(pd_net *net, const char *name);
+
+/* Helpers for layer code. */
+/* Make room for rows rows of out (and grad, unless a data layer). */
+int pd_layer_reserve(pd_layer *l, int rows);
+float *pd_layer_fscratch(pd_layer *l, size_t n);
+int32_t *pd_layer_iscratch(pd_layer *l, size_t n);
+/* Record that rows ids[0..n) of sparse parameter p get gradient (host ids). */
+void pd_param_touch(pd_param *p, const int32_t *ids, int n);
+
+/* Fill host array w with init values (deterministic in *rng). */
+void pd_init_fill(const pd_init *init, float *w, int rows, int cols, uint64_t *rng);
+/* Uniform in [0, 1) from a splitmix64 stream. */
+double pd_rng_uniform(uint64_t *state);
+uint64_t pd_rng_next(uint64_t *state);
+
+int pd_act_from_name(const char *name);
+int pd_opt_from_name(const char *name);
+void pd_opt_hyper_from(pd_opt_hyper *h, const pd_optimizer_desc *o, long step);
+
+const pd_layer_ops *pd_layer_ops_find(const char *type);
+
+#endif

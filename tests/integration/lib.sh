@@ -1,0 +1,37 @@
+# lib.sh - helpers for integration tests (sourced by each tests/integration/*.sh).
+#
+# The runner sets PADDLE (the binary), ROOT (the repository), T (a scratch
+# directory, also the working directory) and RESULTS. Each case reports
+#   pass NAME            or            fail NAME WHY
+# A script may hold many cases; the runner counts them.
+
+pass() { echo "pass $1" >>"$RESULTS"; echo "ok: $1"; }
+fail() { echo "fail $1: $2" >>"$RESULTS"; echo "FAILED: $1: $2"; }
+
+# check NAME COMMAND... : pass when the command succeeds
+check() {
+    local name=$1; shift
+    if "$@"; then pass "$name"; else fail "$name" "command failed: $*"; fi
+}
+
+# run_capture CMD... : runs, sets $out (stdout+stderr) and $rc
+run_capture() {
+    out=$("$@" 2>&1)
+    rc=$?
+}
+
+# expect_error NAME WANT_RC WANT_TEXT CMD... : the command exits WANT_RC,
+# prints WANT_TEXT, and its error is one line
+expect_error() {
+    local name=$1 want_rc=$2 want=$3; shift 3
+    run_capture "$@"
+    if [ "$rc" -ne "$want_rc" ]; then
+        fail "$name" "exit $rc, wanted $want_rc; output: $out"
+    elif [[ "$out" != *"$want"* ]]; then
+        fail "$name" "output lacks '$want': $out"
+    elif [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ]; then
+        fail "$name" "error is not one line: $out"
+    else
+        pass "$name"
+    fi
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# run.sh PADDLE UNIT_TESTS - the whole test suite: the C unit tests, then every
+# tests/integration/*.sh against the real binary. Each integration script runs
+# in its own scratch directory with a time limit and reports its cases with
+# pass/fail (tests/integration/lib.sh). Ends with "N passed, N failed".
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+paddle=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+unit=$2
+filter=${TEST_FILTER:-}
+limit=${TEST_TIMEOUT:-300}
+
+passed=0
+failed=0
+failures=()
+
+echo "== unit tests ($unit)"
+out=$("$unit" 2>&1 | tee /dev/stderr)
+line=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -n 1)
+if [ -z "$line" ]; then
+    echo "unit test runner crashed"
+    failed=$((failed + 1))
+    failures+=("unit runner")
+else
+    p=$(sed -E 's/unit: ([0-9]+) passed.*/\1/' <<<"$line")
+    f=$(sed -E 's/.* ([0-9]+) failed/\1/' <<<"$line")
+    passed=$((passed + p))
+    failed=$((failed + f))
+    while read -r name; do failures+=("unit $name"); done < <(awk '/^FAIL/ {print $2}' <<<"$out")
+fi
+
+echo "== integration tests ($paddle)"
+for t in "$here"/integration/*.sh; do
+    name=$(basename "$t" .sh)
+    [ "$name" = lib ] && continue
+    [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+    scratch=$(mktemp -d "${TMPDIR:-/tmp}/pd-it-$name.XXXXXX")
+    results="$scratch/.results"
+    : >"$results"
+    start=$(date +%s.%N)
+    (cd "$scratch" && PADDLE="$paddle" ROOT="$root" T="$scratch" RESULTS="$results" \
+        timeout -k 10 "$limit" bash "$t") >"$scratch/.log" 2>&1
+    rc=$?
+    secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+    np=$(grep -c '^pass ' "$results")
+    nf=$(grep -c '^fail ' "$results")
+    if [ "$rc" -ne 0 ] && [ "$nf" -eq 0 ]; then
+        echo "fail $name (script exited $rc$([ $rc -eq 124 ] && echo ': timed out'))" >>"$results"
+        nf=$((nf + 1))
+    fi
+    if [ "$np" -eq 0 ] && [ "$nf" -eq 0 ]; then
+        echo "fail $name (no case ran)" >>"$results"
+        nf=1
+    fi
+    passed=$((passed + np))
+    failed=$((failed + nf))
+    if [ "$nf" -gt 0 ]; then
+        printf 'FAIL   %-40s %3d passed, %d failed (%ss)\n' "$name" "$np" "$nf" "$secs"
+        grep '^fail ' "$results" | sed 's/^/       /'
+        echo "       --- log tail ---"
+        tail -n 30 "$scratch/.log" | sed 's/^/       /'
+        while read -r l; do failures+=("$name: ${l#fail }"); done < <(grep '^fail ' "$results")
+    else
+        printf 'ok     %-40s %3d passed (%ss)\n' "$name" "$np" "$secs"
+    fi
+    rm -rf "$scratch"
+done
+
+echo
+if [ "$failed" -gt 0 ]; then
+    echo "failures:"
+    printf '  %s\n' "${failures[@]}"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
