@@ -15,6 +15,9 @@
 #include "lua/lstate.h"
 #include "lua/recipe.h"
 #include "nn/net.h"
+#include "nn/train.h"
+
+#include <signal.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +185,48 @@ static int cmd_check(int argc, char **argv)
     return rc;
 }
 
+/* --- train ---------------------------------------------------------------- */
+
+static volatile int stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+/* Load the recipe a command names; prints the error and returns 2 on failure. */
+static int load_recipe(pd_recipe *r, pd_cli *cli)
+{
+    if (pd_recipe_load(r, cli->pos[0], cli->cluster, cli->overrides, cli->noverrides) < 0) {
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        return 2;
+    }
+    return 0;
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    static const char *const known[] = {"init_model", NULL};
+    pd_cli cli;
+    pd_recipe r;
+    int rc = pd_cli_parse(&cli, "train", argc, argv, 1, 1, known);
+    if (rc) return rc;
+    if ((rc = load_recipe(&r, &cli)) == 0) {
+        struct sigaction sa = {.sa_handler = on_signal};
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        pd_train_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .stop = &stop_flag};
+        if (pd_train_local(&r, &o) < 0) {
+            fprintf(stderr, "paddle: %s\n", pd_err_msg());
+            rc = stop_flag ? 130 : 1;
+        }
+        pd_recipe_free(&r);
+    }
+    pd_cli_free(&cli);
+    return rc;
+}
+
 /* --- the table ------------------------------------------------------------ */
 
 
@@ -192,6 +237,13 @@ static const command commands[] = {
      "the data, the settings, the optimizer and every layer with its parameter\n"
      "shapes and counts. A mistake in the recipe is one line naming file:line and\n"
      "exit status 2. --key=value overrides the recipe setting of that name.\n"},
+    {"train", cmd_train, "RECIPE [--init_model DIR] [--key=value ...]",
+     "Train in this one process, without pservers (local training).",
+     "Reads the recipe's data, trains for its passes with its batch size and\n"
+     "optimizer, logs the cost every log_period batches and after each pass (with\n"
+     "the test cost when data.test is set), and writes the model after each pass to\n"
+     "SAVE_DIR/pass-NNNNN/ (one .npy per parameter and manifest.json; save_dir is\n"
+     "\"output\" by default). --init_model DIR starts from a saved model.\n"},
     {"version", cmd_version, "", "Print the version and what this binary is built with.",
      "Version, git revision, build flavour, and the versions of Lua, libssh2, its\n"
      "crypto library and OpenBLAS, with the BLAS core chosen for this CPU.\n"},

@@ -1,0 +1,246 @@
+/* npy.c - NumPy .npy files (format version 1.0, '<f4', C order). */
+#include "npy.h"
+#include "../core/pd.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NPY_MAGIC "\x93NUMPY"
+#define MAX_HEADER 65536
+
+int pd_npy_write(const char *path, const float *data, int rows, int cols)
+{
+    char dict[256];
+    int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows,
+                     cols);
+    /* magic(6) + version(2) + len(2) + dict + padding + '\n', a multiple of 64 */
+    int total = 10 + n + 1;
+    int pad = (64 - total % 64) % 64;
+    int hlen = n + pad + 1;
+    FILE *f = fopen(path, "wb");
+    if (!f) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
+    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+                              (unsigned char)(hlen >> 8)};
+    fwrite(head, 1, 10, f);
+    fwrite(dict, 1, (size_t)n, f);
+    for (int i = 0; i < pad; i++) fputc(' ', f);
+    fputc('\n', f);
+    size_t count = (size_t)rows * cols;
+    size_t wrote = fwrite(data, sizeof(float), count, f);
+    int bad = ferror(f) | (fclose(f) != 0);
+    if (wrote != count || bad) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* Parse "(a, b)" or "(a,)" from the header's shape entry. */
+static int parse_shape(const char *h, long *dims, int *ndims)
+{
+    const char *p = strstr(h, "'shape'");
+    if (!p || !(p = strchr(p, '('))) return -1;
+    p++;
+    *ndims = 0;
+    while (*p && *p != ')') {
+        while (*p == ' ' || *p == ',') p++;
+        if (*p == ')') break;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > (1L << 31) || *ndims >= 4) return -1;
+        dims[(*ndims)++] = v;
+        p = end;
+    }
+    return *p == ')' ? 0 : -1;
+}
+
+int pd_npy_read(const char *path, float *data, int rows, int cols)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return pd_err_set(PD_ENOENT, "cannot open %s: %s", path, strerror(errno));
+    unsigned char head[12];
+    int rc = 0;
+    char *h = NULL;
+    if (fread(head, 1, 10, f) != 10 || memcmp(head, NPY_MAGIC, 6) != 0) {
+        rc = pd_err_set(PD_EDATA, "%s is not a .npy file", path);
+        goto out;
+    }
+    size_t hlen;
+    if (head[6] == 1) {
+        hlen = head[8] | (size_t)head[9] << 8;
+    } else if (head[6] == 2 || head[6] == 3) {
+        if (fread(head + 10, 1, 2, f) != 2) {
+            rc = pd_err_set(PD_EDATA, "%s: truncated header", path);
+            goto out;
+        }
+        hlen = head[8] | (size_t)head[9] << 8 | (size_t)head[10] << 16 | (size_t)head[11] << 24;
+    } else {
+        rc = pd_err_set(PD_EDATA, "%s: unknown .npy version %d", path, head[6]);
+        goto out;
+    }
+    if (hlen > MAX_HEADER) {
+        rc = pd_err_set(PD_EDATA, "%s: header of %zu bytes is over the %d limit", path, hlen, MAX_HEADER);
+        goto out;
+    }
+    h = pd_xmalloc(hlen + 1);
+    if (fread(h, 1, hlen, f) != hlen) {
+        rc = pd_err_set(PD_EDATA, "%s: truncated header", path);
+        goto out;
+    }
+    h[hlen] = '\0';
+    if (!strstr(h, "'<f4'")) {
+        rc = pd_err_set(PD_EDATA, "%s: not float32 little-endian ('<f4')", path);
+        goto out;
+    }
+    if (strstr(h, "'fortran_order': True")) {
+        rc = pd_err_set(PD_EDATA, "%s: Fortran order is not supported; save with np.ascontiguousarray", path);
+        goto out;
+    }
+    long dims[4] = {0, 0, 0, 0};
+    int nd;
+    if (parse_shape(h, dims, &nd) < 0) {
+        rc = pd_err_set(PD_EDATA, "%s: cannot read the shape in the header", path);
+        goto out;
+    }
+    int ok = (nd == 2 && dims[0] == rows && dims[1] == cols) ||
+             (nd == 1 && dims[0] == (long)rows * cols && (rows == 1 || cols == 1));
+    if (!ok) {
+        rc = pd_err_set(PD_EDATA, "%s: shape (%ld%s%ld) differs from the model's (%d, %d)", path, dims[0],
+                        nd > 1 ? ", " : ",", nd > 1 ? dims[1] : 0L, rows, cols);
+        goto out;
+    }
+    size_t count = (size_t)rows * cols;
+    if (fread(data, sizeof(float), count, f) != count) {
+        rc = pd_err_set(PD_EDATA, "%s: truncated data (%zu floats expected)", path, count);
+        goto out;
+    }
+out:
+    free(h);
+    fclose(f);
+    return rc;
+}
+
+static int mkdir_p(const char *path)
+{
+    char *p = pd_xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = '\0';
+        if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+            int rc = pd_err_set(PD_EIO, "cannot create %s: %s", p, strerror(errno));
+            free(p);
+            return rc;
+        }
+        *s = '/';
+    }
+    int rc = 0;
+    if (mkdir(p, 0755) < 0 && errno != EEXIST) rc = pd_err_set(PD_EIO, "cannot create %s: %s", p, strerror(errno));
+    free(p);
+    return rc;
+}
+
+static void rm_dir(const char *dir)
+{
+    char *manifest = pd_xasprintf("%s/manifest.json", dir);
+    unlink(manifest);
+    free(manifest);
+    /* parameter files are named in the manifest; a stale .tmp dir is removed
+     * file by file by the caller's loop in pd_model_save */
+    rmdir(dir);
+}
+
+static void json_number(FILE *f, double v)
+{
+    if (isfinite(v)) fprintf(f, "%.9g", v);
+    else fprintf(f, "null");
+}
+
+int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info)
+{
+    int rc;
+    char *tmp = pd_xasprintf("%s.tmp", dir);
+    if ((rc = mkdir_p(tmp)) < 0) goto out;
+    float *host = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < net->nparams; i++) {
+        pd_param *p = &net->params[i];
+        size_t n = (size_t)p->rows * p->cols;
+        if (n > cap) {
+            free(host);
+            host = pd_xmalloc(n * sizeof(float));
+            cap = n;
+        }
+        net->be->download(host, p->w, n * sizeof(float));
+        char *path = pd_xasprintf("%s/%s.npy", tmp, p->name);
+        rc = pd_npy_write(path, host, p->rows, p->cols);
+        free(path);
+        if (rc < 0) break;
+    }
+    free(host);
+    if (rc < 0) goto out;
+    char *mpath = pd_xasprintf("%s/manifest.json", tmp);
+    FILE *f = fopen(mpath, "w");
+    if (!f) {
+        rc = pd_err_set(PD_EIO, "cannot write %s: %s", mpath, strerror(errno));
+        free(mpath);
+        goto out;
+    }
+    fprintf(f, "{\n  \"format\": \"paddle-model\",\n  \"version\": 1,\n  \"pass\": %d,\n  \"samples\": %ld,\n",
+            info->pass, info->samples);
+    fprintf(f, "  \"train_cost\": ");
+    json_number(f, info->train_cost);
+    fprintf(f, ",\n  \"test_cost\": ");
+    json_number(f, info->test_cost);
+    fprintf(f, ",\n  \"params\": [\n");
+    for (int i = 0; i < net->nparams; i++) {
+        pd_param *p = &net->params[i];
+        fprintf(f, "    {\"name\": \"%s\", \"file\": \"%s.npy\", \"shape\": [%d, %d], \"sparse\": %s}%s\n", p->name,
+                p->name, p->rows, p->cols, p->sparse ? "true" : "false", i + 1 < net->nparams ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+    int bad = ferror(f) | (fclose(f) != 0);
+    free(mpath);
+    if (bad) {
+        rc = pd_err_set(PD_EIO, "cannot write the manifest in %s", tmp);
+        goto out;
+    }
+    /* replace an older save of the same pass */
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        for (int i = 0; i < net->nparams; i++) {
+            char *old = pd_xasprintf("%s/%s.npy", dir, net->params[i].name);
+            unlink(old);
+            free(old);
+        }
+        rm_dir(dir);
+    }
+    if (rename(tmp, dir) < 0) rc = pd_err_set(PD_EIO, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
+out:
+    free(tmp);
+    return rc;
+}
+
+int pd_model_load(pd_net *net, const char *dir)
+{
+    float *host = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (int i = 0; i < net->nparams && rc == 0; i++) {
+        pd_param *p = &net->params[i];
+        size_t n = (size_t)p->rows * p->cols;
+        if (n > cap) {
+            free(host);
+            host = pd_xmalloc(n * sizeof(float));
+            cap = n;
+        }
+        char *path = pd_xasprintf("%s/%s.npy", dir, p->name);
+        rc = pd_npy_read(path, host, p->rows, p->cols);
+        free(path);
+        if (rc == 0) net->be->upload(p->w, host, n * sizeof(float));
+    }
+    free(host);
+    if (rc < 0) return pd_err_wrap(rc, "loading model %s", dir);
+    return 0;
+}
