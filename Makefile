@@ -86,9 +86,11 @@ strip: paddle
 
 # --- tests -----------------------------------------------------------------------
 test: paddle build/musl/unit_tests
+	@tests/deps.sh
 	@tests/run.sh ./paddle build/musl/unit_tests
 
 asan: paddle-asan build/asan/unit_tests
+	@tests/deps.sh
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	    tests/run.sh ./paddle-asan build/asan/unit_tests
 

@@ -150,6 +150,7 @@ local schema = {
     mode = enum({ "sync", "async" }, "sync"),
     seed = int(0, 2147483647, 1),
     log_period = int(1, 100000000, 10),
+    max_batches = int(0, 2000000000, 0),
     test_period = int(0, 100000000, 0),
     device = enum({ "cpu", "cuda" }, "cpu"),
     use_gpu = bool(false),

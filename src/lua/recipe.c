@@ -132,6 +132,7 @@ static void read_settings(lua_State *L, pd_recipe *r)
     r->passes = get_int(L, "passes", 1);
     r->seed = get_int(L, "seed", 1);
     r->log_period = get_int(L, "log_period", 10);
+    r->max_batches = get_int(L, "max_batches", 0);
     r->test_period = get_int(L, "test_period", 0);
     r->threads = get_int(L, "threads", 0);
     r->mode = get_str(L, "mode");

@@ -98,6 +98,7 @@ typedef struct pd_recipe {
 
     /* settings { } */
     int batch_size, passes, seed, log_period, test_period, threads;
+    int max_batches;    /* end each pass after this many batches (0: all) */
     char *mode, *device, *save_dir;
     double server_timeout;
 

@@ -106,6 +106,11 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
             period_n += b->n;
             pd_reader_release(train, b);
             batch_id++;
+            if (r->max_batches && batch_id >= r->max_batches) {
+                /* drain the rest of the pass */
+                while ((rc = pd_reader_next(train, &b)) == 1) pd_reader_release(train, b);
+                break;
+            }
             if (batch_id % r->log_period == 0) {
                 PD_INFO("pass %d, batch %d, cost %.6g, %.0f samples/s", pass, batch_id, period_sum / period_n,
                         samples / (pd_now() - t0));

@@ -1,0 +1,82 @@
+# fit_a_line.sh - local training of the fit-a-line demo: against a NumPy
+# reference written here, convergence, and the saved model.
+. "$ROOT/tests/integration/lib.sh"
+PY=/usr/bin/python3
+
+"$ROOT/recipes/prepare.sh" || { fail prepare "recipes/prepare.sh failed"; exit 0; }
+data="$ROOT/recipes/data/uci_housing/housing.data"
+mkdir -p data/uci_housing && cp "$data" data/uci_housing/
+
+# zero initial weights, no shuffling, SGD 0.001, batch 20, 11 updates
+cat >zero.lua <<'R'
+data { train = "data/uci_housing/housing.data", test = "data/uci_housing/housing.data", format = "uci_housing" }
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(x, 1, { init = "zero" }), y)
+end
+optimizer = nn.sgd { learning_rate = 0.001 }
+settings { batch_size = 20, passes = 1, max_batches = 11, save_dir = "zero_out" }
+R
+run_capture "$PADDLE" train zero.lua
+if [ $rc -ne 0 ]; then
+    fail numpy_reference "paddle train failed: $out"
+else
+    ours=$($PY -c "import json; print(repr(json.load(open('zero_out/pass-00000/manifest.json'))['test_cost']))")
+    ref=$($PY - "$data" <<'P'
+import sys
+import numpy as np
+rows = np.loadtxt(sys.argv[1], dtype=np.float64)
+x, y = rows[:, :13].copy(), rows[:, 13:14].copy()
+mean, lo, hi = x.mean(0), x.min(0), x.max(0)
+x = (x - mean) / (hi - lo)
+split = int(len(rows) * 0.8)
+xt, yt, xs, ys = x[:split], y[:split], x[split:], y[split:]
+w, b = np.zeros((13, 1)), np.zeros((1,))
+for step in range(11):
+    xb, yb = xt[step * 20:(step + 1) * 20], yt[step * 20:(step + 1) * 20]
+    d = xb @ w + b - yb                 # cost = mean((pred - y)^2)
+    gw = 2.0 / len(xb) * xb.T @ d
+    gb = 2.0 / len(xb) * d.sum(0)
+    w -= 0.001 * gw
+    b -= 0.001 * gb
+print(repr(float(np.mean((xs @ w + b - ys) ** 2))))
+P
+)
+    if $PY -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-4 * abs(b) else 1)" "$ours" "$ref"; then
+        pass numpy_reference
+    else
+        fail numpy_reference "test cost after 11 updates: paddle $ours, numpy $ref"
+    fi
+fi
+
+# the demo recipe converges: test cost below 30 within 100 passes
+cp "$ROOT/recipes/fit_a_line.lua" .
+run_capture "$PADDLE" train fit_a_line.lua --passes=100 --log_period=1000
+if [ $rc -ne 0 ]; then
+    fail converges "paddle train failed: $out"
+else
+    first=$(grep -o 'pass [0-9]* done.*test cost [0-9.e+-]*' <<<"$out" | awk '$NF < 30 {print $2; exit}')
+    if [ -n "$first" ]; then pass converges; echo "test cost < 30 from pass $first"
+    else fail converges "test cost never below 30: $(grep 'pass 99 done' <<<"$out")"; fi
+fi
+
+# the saved model loads in NumPy with the right shapes
+if $PY -c "
+import numpy as np, json
+m = json.load(open('output/pass-00099/manifest.json'))
+w = np.load('output/pass-00099/fc_0.w_0.npy'); b = np.load('output/pass-00099/fc_0.b_0.npy')
+assert w.shape == (13, 1) and w.dtype == np.float32, w.shape
+assert b.shape == (1, 1), b.shape
+assert [p['shape'] for p in m['params']] == [[13, 1], [1, 1]]
+assert np.isfinite(w).all()
+"; then pass npy_loads; else fail npy_loads "NumPy could not load the model"; fi
+
+# --init_model resumes: starting from pass 99 the first pass's cost is already low
+run_capture "$PADDLE" train fit_a_line.lua --passes=1 --save_dir=resumed --init_model output/pass-00099
+c=$(grep -o 'pass 0 done.*test cost [0-9.e+-]*' <<<"$out" | awk '{print $NF}')
+if [ $rc -eq 0 ] && [ -n "$c" ] && awk -v c="$c" 'BEGIN { exit !(c < 30) }'; then pass init_model
+else fail init_model "rc $rc, test cost '$c': $out"; fi
+
+# a model of the wrong shape is refused with a clear message
+$PY -c "import numpy as np; np.save('output/pass-00099/fc_0.w_0.npy', np.zeros((12, 1), np.float32))"
+expect_error init_model_shape 1 "differs from the model's (13, 1)" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-00099
