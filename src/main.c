@@ -16,6 +16,14 @@
 #include "lua/recipe.h"
 #include "nn/net.h"
 #include "nn/train.h"
+#include "launch/local.h"
+#include "launch/secret.h"
+#include "ps/server.h"
+#include "ps/trainer.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 
 #include <signal.h>
 
@@ -227,6 +235,170 @@ static int cmd_train(int argc, char **argv)
     return rc;
 }
 
+/* --- roles ----------------------------------------------------------------- */
+
+static int int_opt(const pd_cli *cli, const char *name, int dflt, int lo, int hi, int *out)
+{
+    const char *v = pd_cli_opt(cli, name);
+    *out = dflt;
+    if (!v) return 0;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "paddle: --%s must be an integer from %d to %d, got '%s'\n", name, lo, hi, v);
+        return 2;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+/* The IPv4 address of network interface nic. */
+static int nic_addr(const char *nic, char *buf, size_t len)
+{
+    struct ifaddrs *ifs, *i;
+    if (getifaddrs(&ifs) < 0) return pd_err_set(PD_EIO, "cannot list network interfaces");
+    int rc = pd_err_set(PD_ENOENT, "network interface '%s' (cluster.nic) has no IPv4 address here", nic);
+    for (i = ifs; i; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && strcmp(i->ifa_name, nic) == 0) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf, (socklen_t)len);
+            rc = 0;
+            break;
+        }
+    freeifaddrs(ifs);
+    return rc;
+}
+
+static void role_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static int open_role_log(const pd_cli *cli, const char *role)
+{
+    const char *dir = pd_cli_opt(cli, "log_dir");
+    if (!dir) return 0;
+    char *path = pd_xasprintf("%s/paddle_%s.INFO", dir, role);
+    int rc = pd_log_open(path);
+    free(path);
+    if (rc < 0) fprintf(stderr, "paddle: %s\n", pd_err_msg());
+    return rc < 0 ? 1 : 0;
+}
+
+static int cmd_pserver(int argc, char **argv)
+{
+    static const char *const known[] = {"pserver_id", "port", "bind", "init_shard", "secret_fd", "ready_fd",
+                                        "log_dir", "idle_timeout", NULL};
+    pd_cli cli;
+    pd_recipe r;
+    int rc = pd_cli_parse(&cli, "pserver", argc, argv, 1, 1, known);
+    if (rc) return rc;
+    pd_server_opts o = {0};
+    int secret_fd, idle;
+    if ((rc = load_recipe(&r, &cli)) != 0) goto out_cli;
+    if ((rc = int_opt(&cli, "pserver_id", 0, 0, r.pservers - 1, &o.id)) ||
+        (rc = int_opt(&cli, "port", r.port, 0, 65535, &o.port)) ||
+        (rc = int_opt(&cli, "secret_fd", -1, 0, 1 << 20, &secret_fd)) ||
+        (rc = int_opt(&cli, "ready_fd", -1, 0, 1 << 20, &o.ready_fd)) ||
+        (rc = int_opt(&cli, "idle_timeout", 0, 0, 1 << 30, &idle)) || (rc = open_role_log(&cli, "pserver")))
+        goto out;
+    o.npservers = r.pservers;
+    o.ntrainers = r.trainers;
+    o.idle_timeout = idle;
+    o.init_shard = pd_cli_opt(&cli, "init_shard");
+    o.bind_addr = pd_cli_opt(&cli, "bind");
+    char addr[64];
+    if (!o.bind_addr && r.nic) {
+        if (nic_addr(r.nic, addr, sizeof addr) < 0) {
+            PD_ERROR("%s", pd_err_msg());
+            rc = 1;
+            goto out;
+        }
+        o.bind_addr = addr;
+    }
+    if (pd_secret_read(secret_fd, o.secret) < 0) {
+        PD_ERROR("%s", pd_err_msg());
+        rc = 1;
+        goto out;
+    }
+    pd_job_id(o.secret, o.job);
+    role_signals();
+    o.stop = &stop_flag;
+    if (pd_server_run(&r, &o) < 0) {
+        PD_ERROR("pserver %d: %s", o.id, pd_err_msg());
+        rc = 1;
+    }
+out:
+    pd_recipe_free(&r);
+out_cli:
+    pd_cli_free(&cli);
+    return rc;
+}
+
+static int cmd_trainer(int argc, char **argv)
+{
+    static const char *const known[] = {"trainer_id", "pservers", "secret_fd", "log_dir", "init_model", NULL};
+    pd_cli cli;
+    pd_recipe r;
+    int rc = pd_cli_parse(&cli, "trainer", argc, argv, 1, 1, known);
+    if (rc) return rc;
+    pd_trainer_opts o = {0};
+    int secret_fd;
+    if ((rc = load_recipe(&r, &cli)) != 0) goto out_cli;
+    const char *eps = pd_cli_opt(&cli, "pservers");
+    if (!eps) {
+        fprintf(stderr, "paddle trainer: --pservers=HOST:PORT,... is required\n");
+        rc = 2;
+        goto out;
+    }
+    if (pd_endpoints_parse(eps, r.port, &o.pservers, &o.npservers) < 0) {
+        fprintf(stderr, "paddle trainer: %s\n", pd_err_msg());
+        rc = 2;
+        goto out;
+    }
+    if ((rc = int_opt(&cli, "trainer_id", 0, 0, r.trainers - 1, &o.id)) ||
+        (rc = int_opt(&cli, "secret_fd", -1, 0, 1 << 20, &secret_fd)) || (rc = open_role_log(&cli, "trainer")))
+        goto out;
+    o.ntrainers = r.trainers;
+    o.init_model = pd_cli_opt(&cli, "init_model");
+    if (pd_secret_read(secret_fd, o.secret) < 0) {
+        PD_ERROR("%s", pd_err_msg());
+        rc = 1;
+        goto out;
+    }
+    pd_job_id(o.secret, o.job);
+    role_signals();
+    o.stop = &stop_flag;
+    if (pd_trainer_run(&r, &o) < 0) {
+        PD_ERROR("trainer %d: %s", o.id, pd_err_msg());
+        rc = 1;
+    }
+out:
+    free(o.pservers);
+    pd_recipe_free(&r);
+out_cli:
+    pd_cli_free(&cli);
+    return rc;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    static const char *const known[] = {"init_model", NULL};
+    pd_cli cli;
+    pd_recipe r;
+    int rc = pd_cli_parse(&cli, "run", argc, argv, 1, 1, known);
+    if (rc) return rc;
+    if ((rc = load_recipe(&r, &cli)) == 0) {
+        pd_local_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .cluster = cli.cluster};
+        rc = pd_local_run(&r, &o);
+        pd_recipe_free(&r);
+    }
+    pd_cli_free(&cli);
+    return rc;
+}
+
 /* --- the table ------------------------------------------------------------ */
 
 
@@ -244,6 +416,25 @@ static const command commands[] = {
      "the test cost when data.test is set), and writes the model after each pass to\n"
      "SAVE_DIR/pass-NNNNN/ (one .npy per parameter and manifest.json; save_dir is\n"
      "\"output\" by default). --init_model DIR starts from a saved model.\n"},
+    {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--key=value ...]",
+     "Run the job: pservers and trainers (a local simulated cluster without hosts).",
+     "Without hosts in the recipe, every pserver and trainer is a child process on\n"
+     "this machine on free ports. Output comes back prefixed [pserver 0], [trainer 1];\n"
+     "log/ holds server.log, train.log, paddle_pserver.INFO and paddle_trainer.INFO.\n"
+     "The job ends when the trainers finish (exit 0), when a role dies (non-zero,\n"
+     "naming it), or on Ctrl+C (every role is ended). --key=value overrides the\n"
+     "recipe and is passed on to every role.\n"},
+    {"pserver", cmd_pserver, "RECIPE --pserver_id=N [--port=P] [--bind=ADDR] [--init_shard=DIR] [--key=value ...]",
+     "Run one parameter server (what the launcher starts).",
+     "Listens on port .. port + ports_num + ports_num_for_sparse - 1 (--port=0: a free\n"
+     "range, reported on --ready_fd), bound to the address of cluster.nic when set.\n"
+     "The job secret comes from --secret_fd, PADDLE_JOB_SECRET_FILE or\n"
+     "PADDLE_JOB_SECRET. --pservers=N and --trainers=N override the recipe's counts.\n"},
+    {"trainer", cmd_trainer, "RECIPE --pservers=HOST:PORT,... --trainer_id=N [--key=value ...]",
+     "Run one trainer (what the launcher starts).",
+     "Connects to every pserver (printing which are not ready while it waits, up to\n"
+     "settings.server_timeout seconds), trains on its share of the data, and, as\n"
+     "trainer 0, initialises the pservers, tests after each pass and writes the model.\n"},
     {"version", cmd_version, "", "Print the version and what this binary is built with.",
      "Version, git revision, build flavour, and the versions of Lua, libssh2, its\n"
      "crypto library and OpenBLAS, with the BLAS core chosen for this CPU.\n"},

@@ -138,6 +138,7 @@ static void read_settings(lua_State *L, pd_recipe *r)
     r->mode = get_str(L, "mode");
     r->device = get_str(L, "device");
     r->save_dir = get_str(L, "save_dir");
+    r->checkpoint_dir = get_str(L, "checkpoint_dir");
     r->server_timeout = get_num(L, "server_timeout", 120);
     lua_pop(L, 1);
 }
@@ -318,6 +319,7 @@ void pd_recipe_free(pd_recipe *r)
     free(r->mode);
     free(r->device);
     free(r->save_dir);
+    free(r->checkpoint_dir);
     for (int i = 0; i < r->nlayers; i++) {
         pd_layer_desc *d = &r->layers[i];
         free(d->name); free(d->type); free(d->kind); free(d->slot);

@@ -100,6 +100,7 @@ typedef struct pd_recipe {
     int batch_size, passes, seed, log_period, test_period, threads;
     int max_batches;    /* end each pass after this many batches (0: all) */
     char *mode, *device, *save_dir;
+    char *checkpoint_dir; /* pservers save their shards under it after each pass */
     double server_timeout;
 
     /* model */

@@ -1,0 +1,578 @@
+/* client.c - a trainer's side of the pserver protocol. */
+#include "client.h"
+#include "../core/log.h"
+#include "../core/pd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define RETRY_S 3
+
+int pd_endpoints_parse(const char *spec, int default_port, pd_endpoint **eps, int *n)
+{
+    *eps = NULL;
+    *n = 0;
+    int cap = 0;
+    const char *p = spec;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0 || len >= sizeof((*eps)->host)) {
+            free(*eps);
+            return pd_err_set(PD_EINVAL, "bad pserver list '%s'", spec);
+        }
+        PD_GROW(eps, &cap, *n + 1);
+        pd_endpoint *e = &(*eps)[(*n)++];
+        memcpy(e->host, p, len);
+        e->host[len] = '\0';
+        e->port = default_port;
+        char *colon = strrchr(e->host, ':');
+        if (colon) {
+            char *bad;
+            long v = strtol(colon + 1, &bad, 10);
+            if (*bad || v < 1 || v > 65535) {
+                int rc = pd_err_set(PD_EINVAL, "bad port in pserver endpoint '%s'", e->host);
+                free(*eps);
+                *eps = NULL;
+                return rc;
+            }
+            e->port = (int)v;
+            *colon = '\0';
+        }
+        if (e->port <= 0) {
+            int rc = pd_err_set(PD_EINVAL, "pserver endpoint '%s' needs a port", e->host);
+            free(*eps);
+            *eps = NULL;
+            return rc;
+        }
+        p = end ? end + 1 : p + len;
+    }
+    if (*n == 0) return pd_err_set(PD_EINVAL, "empty pserver list");
+    return 0;
+}
+
+static int try_connect(const char *host, int port)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    if (getaddrinfo(host, ps, &hints, &res) != 0 || !res) return -1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    }
+    return fd;
+}
+
+static int handshake(pd_client *c, pd_conn *k, int server, const uint8_t *secret, const uint8_t *job)
+{
+    uint8_t hello[PD_JOB_ID + 32 + PD_NONCE], cn[PD_NONCE];
+    if (pd_random(cn, PD_NONCE) < 0) return PD_EIO;
+    memcpy(hello, job, PD_JOB_ID);
+    memcpy(hello + PD_JOB_ID, c->lay->digest, 32);
+    memcpy(hello + PD_JOB_ID + 32, cn, PD_NONCE);
+    pd_conn_queue(k, PD_MSG_HELLO, 1, (uint32_t)c->trainer, hello, sizeof hello, NULL, 0);
+    int rc;
+    pd_frame f;
+    if ((rc = pd_conn_send_all(k, c->timeout)) < 0 || (rc = pd_conn_recv(k, &f, c->timeout)) < 0) return rc;
+    if (f.type == PD_MSG_ERROR)
+        return pd_err_set(PD_EAUTH, "pserver %d refused: %.*s", server, (int)PD_MIN(f.len, 300), (char *)f.payload);
+    if (f.type != PD_MSG_CHALLENGE || f.len != PD_NONCE + PD_MAC)
+        return pd_err_set(PD_EPROTO, "pserver %d: expected CHALLENGE", server);
+    uint8_t sn[PD_NONCE], want[PD_MAC];
+    memcpy(sn, f.payload, PD_NONCE);
+    pd_proof(secret, "pd-server", cn, sn, job, want);
+    if (!pd_mac_equal(want, f.payload + PD_NONCE, PD_MAC))
+        return pd_err_set(PD_EAUTH, "pserver %d does not know the job secret: refusing to train with it", server);
+    uint8_t proof[PD_MAC];
+    pd_proof(secret, "pd-client", sn, cn, job, proof);
+    pd_conn_queue(k, PD_MSG_AUTH, 0, 0, proof, PD_MAC, NULL, 0);
+    if ((rc = pd_conn_send_all(k, c->timeout)) < 0 || (rc = pd_conn_recv(k, &f, c->timeout)) < 0) return rc;
+    if (f.type == PD_MSG_ERROR)
+        return pd_err_set(PD_EAUTH, "pserver %d refused: %.*s", server, (int)PD_MIN(f.len, 300), (char *)f.payload);
+    if (f.type != PD_MSG_WELCOME) return pd_err_set(PD_EPROTO, "pserver %d: expected WELCOME", server);
+    if ((int)f.a != server || (int)f.b != c->np)
+        return pd_err_set(PD_EINVAL, "the endpoint of pserver %d is pserver %u of %u: check the pserver list", server,
+                          f.a, f.b);
+    return 0;
+}
+
+int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps, int np, int trainer,
+                      const uint8_t *secret, const uint8_t *job, double timeout)
+{
+    memset(c, 0, sizeof *c);
+    c->lay = lay;
+    c->trainer = trainer;
+    c->np = np;
+    c->nper = lay->ports_num + lay->ports_sparse;
+    c->timeout = timeout;
+    int n = np * c->nper;
+    c->conns = pd_xcalloc((size_t)n, sizeof *c->conns);
+    for (int i = 0; i < n; i++) c->conns[i].fd = -1;
+    double start = pd_now();
+    int rc;
+    for (;;) {
+        char missing[1024] = "";
+        int nmissing = 0;
+        for (int i = 0; i < n; i++) {
+            if (c->conns[i].fd >= 0) continue;
+            const pd_endpoint *e = &eps[i / c->nper];
+            int port = e->port + i % c->nper;
+            int fd = try_connect(e->host, port);
+            if (fd < 0) {
+                size_t len = strlen(missing);
+                if (len < sizeof missing - 300)
+                    snprintf(missing + len, sizeof missing - len, "%s%s:%d", nmissing ? ", " : "", e->host, port);
+                nmissing++;
+                continue;
+            }
+            pd_conn_init(&c->conns[i], fd, PD_MAX_FRAME);
+        }
+        if (nmissing == 0) break;
+        if (pd_now() - start + RETRY_S > timeout) {
+            rc = pd_err_set(PD_ETIMEDOUT, "pservers not reachable after %.0f s: not ready endpoints: [%s]", timeout,
+                            missing);
+            goto err;
+        }
+        PD_INFO("server not ready, wait %d sec to retry...", RETRY_S);
+        PD_INFO("not ready endpoints: [%s]", missing);
+        sleep(RETRY_S);
+    }
+    for (int i = 0; i < n; i++)
+        if ((rc = handshake(c, &c->conns[i], i / c->nper, secret, job)) < 0) goto err;
+    return 0;
+err:
+    pd_client_free(c);
+    return rc;
+}
+
+void pd_client_free(pd_client *c)
+{
+    for (int i = 0; c->conns && i < c->np * c->nper; i++)
+        if (c->conns[i].fd >= 0) pd_conn_free(&c->conns[i]);
+    free(c->conns);
+    if (c->seen && c->lay)
+        for (int t = 0; t < c->lay->ntables; t++) free(c->seen[t]);
+    free(c->seen);
+    free(c->net_param);
+    free(c->ids);
+    free(c->host);
+    memset(c, 0, sizeof *c);
+}
+
+static pd_conn *dense_conn(pd_client *c, int k)
+{
+    return &c->conns[pd_block_owner(c->lay, k) * c->nper + pd_block_conn(c->lay, k)];
+}
+
+static pd_conn *sparse_conn(pd_client *c, int server, int table)
+{
+    return &c->conns[server * c->nper + c->lay->ports_num + pd_table_conn(c->lay, table)];
+}
+
+/* Handle one reply; decrements *pending for the replies it expected. */
+typedef int (*reply_fn)(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
+
+/* Send everything queued and read replies until *pending is 0. */
+static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *ctx)
+{
+    int n = c->np * c->nper;
+    struct pollfd *pfd = pd_xcalloc((size_t)n, sizeof *pfd);
+    int rc = 0;
+    double deadline = pd_now() + c->timeout;
+    double last_note = pd_now();
+    for (;;) {
+        int want_out = 0;
+        for (int i = 0; i < n; i++) {
+            pd_conn *k = &c->conns[i];
+            if (k->out_len > k->out_off) {
+                if ((rc = pd_conn_flush(k)) < 0) {
+                    pd_err_wrap(rc, "pserver %d", i / c->nper);
+                    goto out;
+                }
+                if (rc == 0) want_out = 1;
+            }
+            rc = 0;
+        }
+        if (*pending == 0 && !want_out) break;
+        for (int i = 0; i < n; i++) {
+            pfd[i].fd = c->conns[i].fd;
+            pfd[i].events = POLLIN | (c->conns[i].out_len > c->conns[i].out_off ? POLLOUT : 0);
+            pfd[i].revents = 0;
+        }
+        int r = poll(pfd, (nfds_t)n, 1000);
+        if (r < 0 && errno != EINTR) {
+            rc = pd_err_set(PD_EIO, "poll: %s", strerror(errno));
+            goto out;
+        }
+        if (r <= 0) {
+            if (pd_now() > deadline) {
+                rc = pd_err_set(PD_ETIMEDOUT, "no answer from the pservers within %.0f s (%d replies missing)",
+                                c->timeout, *pending);
+                goto out;
+            }
+            if (pd_now() - last_note > 30) {
+                PD_INFO("waiting for %d replies from the pservers (other trainers still in this step?)", *pending);
+                last_note = pd_now();
+            }
+            continue;
+        }
+        deadline = pd_now() + c->timeout;
+        for (int i = 0; i < n; i++) {
+            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            for (;;) {
+                pd_frame f;
+                int eof = 0;
+                int got = pd_conn_read(&c->conns[i], &f, &eof);
+                if (got < 0) {
+                    rc = pd_err_wrap(got, "pserver %d", i / c->nper);
+                    goto out;
+                }
+                if (got == 0) {
+                    if (eof) {
+                        rc = pd_err_set(PD_ECONN, "pserver %d closed the connection", i / c->nper);
+                        goto out;
+                    }
+                    break;
+                }
+                if (f.type == PD_MSG_ERROR) {
+                    rc = pd_err_set(PD_EPROTO, "pserver %d: %.*s", i / c->nper, (int)PD_MIN(f.len, 500),
+                                    (char *)f.payload);
+                    goto out;
+                }
+                if ((rc = fn(c, net, i / c->nper, &f, ctx)) < 0) goto out;
+                (*pending)--;
+            }
+        }
+    }
+out:
+    free(pfd);
+    for (int i = 0; i < n; i++) {
+        c->bytes_in = 0;
+        c->bytes_out = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        c->bytes_in += c->conns[i].bytes_in;
+        c->bytes_out += c->conns[i].bytes_out;
+    }
+    return rc;
+}
+
+/* --- parameters in the net ------------------------------------------------------ */
+
+static int map_params(pd_client *c, pd_net *net)
+{
+    if (c->net_param) return 0;
+    const pd_layout *l = c->lay;
+    c->net_param = pd_xmalloc(((size_t)l->nparams + 1) * sizeof(int));
+    for (int i = 0; i < l->nparams; i++) {
+        pd_param *p = pd_net_param(net, l->params[i].name);
+        if (!p || p->rows != l->params[i].rows || p->cols != l->params[i].cols)
+            return pd_err_set(PD_EINVAL, "parameter '%s' differs between the net and the layout", l->params[i].name);
+        c->net_param[i] = (int)(p - net->params);
+    }
+    c->seen = pd_xcalloc((size_t)l->ntables + 1, sizeof *c->seen);
+    for (int t = 0; t < l->ntables; t++) c->seen[t] = pd_xcalloc((size_t)l->params[l->tables[t]].rows, 1);
+    return 0;
+}
+
+static float *host_buf(pd_client *c, size_t n)
+{
+    if (n > c->cap_host) {
+        free(c->host);
+        c->host = pd_xmalloc(n * sizeof(float));
+        c->cap_host = n;
+    }
+    return c->host;
+}
+
+/* Host view of floats [off, off+n) of a device array (copied if needed). */
+static const float *host_view(pd_client *c, pd_net *net, const float *dev, size_t off, size_t n)
+{
+    if (net->be->host_memory) return dev + off;
+    float *h = host_buf(c, n);
+    net->be->download(h, dev + off, n * sizeof(float));
+    return h;
+}
+
+static void store(pd_net *net, float *dev, size_t off, const void *src, size_t n)
+{
+    net->be->upload(dev + off, src, n * sizeof(float));
+}
+
+static int on_block_values(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
+{
+    (void)ctx;
+    const pd_layout *l = c->lay;
+    if (f->type != PD_MSG_BLOCK_VALUES || f->a >= (uint32_t)l->nblocks || pd_block_owner(l, (int)f->a) != server ||
+        f->len != (uint32_t)l->blocks[f->a].len * 4)
+        return pd_err_set(PD_EPROTO, "pserver %d: unexpected %s reply", server,
+                          pd_msg_name(f->type) ? pd_msg_name(f->type) : "?");
+    const pd_lblock *b = &l->blocks[f->a];
+    pd_param *p = &net->params[c->net_param[b->param]];
+    store(net, p->w, b->off, f->payload, (size_t)b->len);
+    return 0;
+}
+
+static int on_simple(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
+{
+    (void)c;
+    (void)net;
+    int want = *(int *)ctx;
+    if (f->type != want)
+        return pd_err_set(PD_EPROTO, "pserver %d: expected %s, got %s", server, pd_msg_name(want),
+                          pd_msg_name(f->type) ? pd_msg_name(f->type) : "?");
+    return 0;
+}
+
+static int pull_dense(pd_client *c, pd_net *net)
+{
+    int pending = 0;
+    for (int k = 0; k < c->lay->nblocks; k++) {
+        pd_conn_queue(dense_conn(c, k), PD_MSG_PULL_BLOCK, (uint32_t)k, 0, NULL, 0, NULL, 0);
+        pending++;
+    }
+    return exchange(c, net, &pending, on_block_values, NULL);
+}
+
+int pd_client_init(pd_client *c, pd_net *net)
+{
+    int rc;
+    const pd_layout *l = c->lay;
+    if ((rc = map_params(c, net)) < 0) return rc;
+    if (c->trainer == 0) {
+        for (int k = 0; k < l->nblocks; k++) {
+            const pd_lblock *b = &l->blocks[k];
+            pd_param *p = &net->params[c->net_param[b->param]];
+            const float *v = host_view(c, net, p->w, b->off, (size_t)b->len);
+            pd_conn_queue(dense_conn(c, k), PD_MSG_INIT_BLOCK, (uint32_t)k, 0, v, (size_t)b->len * 4, NULL, 0);
+        }
+        for (int t = 0; t < l->ntables; t++) {
+            pd_param *p = &net->params[c->net_param[l->tables[t]]];
+            const float *all = host_view(c, net, p->w, 0, (size_t)p->rows * p->cols);
+            size_t per_frame = PD_MAX_FRAME / (4 + 4 * (size_t)p->cols) / 2;
+            for (int s = 0; s < c->np; s++) {
+                int nrows = pd_rows_on(l, p->rows, s);
+                for (int start = 0; start < nrows; start += (int)per_frame) {
+                    int cnt = (int)PD_MIN((size_t)(nrows - start), per_frame);
+                    int32_t *ids = pd_xmalloc((size_t)cnt * 4);
+                    float *vals = pd_xmalloc((size_t)cnt * p->cols * 4);
+                    for (int i = 0; i < cnt; i++) {
+                        ids[i] = (int32_t)((start + i) * c->np + s);
+                        memcpy(vals + (size_t)i * p->cols, all + (size_t)ids[i] * p->cols, (size_t)p->cols * 4);
+                    }
+                    pd_conn_queue(sparse_conn(c, s, t), PD_MSG_INIT_ROWS, (uint32_t)t, (uint32_t)cnt, ids,
+                                  (size_t)cnt * 4, vals, (size_t)cnt * p->cols * 4);
+                    free(ids);
+                    free(vals);
+                }
+            }
+        }
+    }
+    int pending = 0;
+    for (int s = 0; s < c->np; s++) {
+        pd_conn_queue(&c->conns[s * c->nper], PD_MSG_INIT_DONE, c->trainer == 0, 0, NULL, 0, NULL, 0);
+        pending++;
+    }
+    int want = PD_MSG_READY;
+    if ((rc = exchange(c, net, &pending, on_simple, &want)) < 0) return rc;
+    return pull_dense(c, net);
+}
+
+/* Unique ids of table t that the bound batch uses, sorted by nothing. */
+static int batch_ids(pd_client *c, pd_net *net, int t, int32_t **out)
+{
+    int n = 0;
+    pd_param *p = &net->params[c->net_param[c->lay->tables[t]]];
+    uint8_t *seen = c->seen[t];
+    for (int i = 0; i < net->nlayers; i++) {
+        pd_layer *l = &net->layers[i];
+        if (l->p[0] != p || strcmp(l->d->type, "embedding") != 0) continue;
+        pd_layer *x = l->in[0];
+        for (int r = 0; r < x->rows; r++) {
+            int32_t id = x->h_ids[r];
+            if (seen[id]) continue;
+            seen[id] = 1;
+            if ((size_t)n + 1 > c->cap_ids) {
+                c->cap_ids = c->cap_ids ? c->cap_ids * 2 : 1024;
+                c->ids = pd_xrealloc(c->ids, c->cap_ids * sizeof *c->ids);
+            }
+            c->ids[n++] = id;
+        }
+    }
+    for (int i = 0; i < n; i++) seen[c->ids[i]] = 0;
+    *out = c->ids;
+    return n;
+}
+
+typedef struct rows_ctx {
+    int32_t **asked;        /* per server * table: the rows asked, in order */
+    int *nasked;
+} rows_ctx;
+
+static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vctx)
+{
+    rows_ctx *ctx = vctx;
+    const pd_layout *l = c->lay;
+    if (f->type != PD_MSG_ROWS || f->a >= (uint32_t)l->ntables)
+        return pd_err_set(PD_EPROTO, "pserver %d: expected ROWS", server);
+    int t = (int)f->a, slot = server * l->ntables + t;
+    pd_param *p = &net->params[c->net_param[l->tables[t]]];
+    if (f->b != (uint32_t)ctx->nasked[slot] || f->len != f->b * (uint32_t)p->cols * 4)
+        return pd_err_set(PD_EPROTO, "pserver %d: ROWS of the wrong size", server);
+    const float *v = (const float *)f->payload;
+    for (uint32_t i = 0; i < f->b; i++)
+        store(net, p->w, (size_t)ctx->asked[slot][i] * p->cols, v + (size_t)i * p->cols, (size_t)p->cols);
+    return 0;
+}
+
+static int pull_rows(pd_client *c, pd_net *net, int all)
+{
+    const pd_layout *l = c->lay;
+    if (l->ntables == 0) return 0;
+    int nslots = c->np * l->ntables, pending = 0, rc = 0;
+    rows_ctx ctx = {pd_xcalloc((size_t)nslots, sizeof(int32_t *)), pd_xcalloc((size_t)nslots, sizeof(int))};
+    for (int t = 0; t < l->ntables; t++) {
+        pd_param *p = &net->params[c->net_param[l->tables[t]]];
+        int32_t *ids = NULL;
+        int n;
+        if (all) {
+            n = p->rows;
+        } else {
+            n = batch_ids(c, net, t, &ids);
+        }
+        for (int s = 0; s < c->np; s++) ctx.asked[s * l->ntables + t] = pd_xmalloc(((size_t)n + 1) * 4);
+        for (int i = 0; i < n; i++) {
+            int32_t id = all ? i : ids[i];
+            int slot = pd_row_owner(l, id) * l->ntables + t;
+            ctx.asked[slot][ctx.nasked[slot]++] = id;
+        }
+        for (int s = 0; s < c->np; s++) {
+            int slot = s * l->ntables + t;
+            if (ctx.nasked[slot] == 0) continue;
+            if ((size_t)ctx.nasked[slot] * (4 + 4 * (size_t)p->cols) > PD_MAX_FRAME) {
+                rc = pd_err_set(PD_ERANGE, "table '%s': %d rows in one request is over the frame limit", p->name,
+                                ctx.nasked[slot]);
+                goto out;
+            }
+            pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PULL_ROWS, (uint32_t)t, (uint32_t)ctx.nasked[slot],
+                          ctx.asked[slot], (size_t)ctx.nasked[slot] * 4, NULL, 0);
+            pending++;
+        }
+    }
+    rc = exchange(c, net, &pending, on_rows, &ctx);
+out:
+    for (int i = 0; i < nslots; i++) free(ctx.asked[i]);
+    free(ctx.asked);
+    free(ctx.nasked);
+    return rc;
+}
+
+int pd_client_pull_rows(pd_client *c, pd_net *net)
+{
+    int rc = map_params(c, net);
+    return rc < 0 ? rc : pull_rows(c, net, 0);
+}
+
+static int on_step_reply(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
+{
+    if (f->type == PD_MSG_ROWS_DONE) return 0;
+    return on_block_values(c, net, server, f, ctx);
+}
+
+int pd_client_step(pd_client *c, pd_net *net)
+{
+    const pd_layout *l = c->lay;
+    int pending = 0, rc;
+    if ((rc = map_params(c, net)) < 0) return rc;
+    for (int k = 0; k < l->nblocks; k++) {
+        const pd_lblock *b = &l->blocks[k];
+        pd_param *p = &net->params[c->net_param[b->param]];
+        const float *g = host_view(c, net, p->g, b->off, (size_t)b->len);
+        pd_conn_queue(dense_conn(c, k), PD_MSG_PUSH_BLOCK, (uint32_t)k, 0, g, (size_t)b->len * 4, NULL, 0);
+        pending++;
+    }
+    for (int t = 0; t < l->ntables; t++) {
+        pd_param *p = &net->params[c->net_param[l->tables[t]]];
+        for (int s = 0; s < c->np; s++) {
+            int n = 0;
+            for (int i = 0; i < p->ntouched; i++)
+                if (pd_row_owner(l, p->touched[i]) == s) n++;
+            int32_t *ids = pd_xmalloc(((size_t)n + 1) * 4);
+            float *vals = pd_xmalloc(((size_t)n * p->cols + 1) * 4);
+            int j = 0;
+            for (int i = 0; i < p->ntouched; i++) {
+                int32_t id = p->touched[i];
+                if (pd_row_owner(l, id) != s) continue;
+                ids[j] = id;
+                const float *g = host_view(c, net, p->g, (size_t)id * p->cols, (size_t)p->cols);
+                memcpy(vals + (size_t)j * p->cols, g, (size_t)p->cols * 4);
+                j++;
+            }
+            pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PUSH_ROWS, (uint32_t)t, (uint32_t)n, ids, (size_t)n * 4, vals,
+                          (size_t)n * p->cols * 4);
+            free(ids);
+            free(vals);
+            pending++;
+        }
+    }
+    return exchange(c, net, &pending, on_step_reply, NULL);
+}
+
+int pd_client_pass_end(pd_client *c, int pass)
+{
+    int pending = 0;
+    for (int s = 0; s < c->np; s++) {
+        pd_conn_queue(&c->conns[s * c->nper], PD_MSG_PASS_END, (uint32_t)pass, 0, NULL, 0, NULL, 0);
+        pending++;
+    }
+    int want = PD_MSG_PASS_DONE;
+    return exchange(c, NULL, &pending, on_simple, &want);
+}
+
+int pd_client_fetch_all(pd_client *c, pd_net *net)
+{
+    int rc = map_params(c, net);
+    if (rc == 0) rc = pull_dense(c, net);
+    if (rc == 0) rc = pull_rows(c, net, 1);
+    return rc;
+}
+
+int pd_client_checkpoint(pd_client *c, const char *dir)
+{
+    int pending = 0;
+    for (int s = 0; s < c->np; s++) {
+        char name[256];
+        int n = snprintf(name, sizeof name, "%s/pserver-%d", dir, s);
+        if (n <= 0 || n > 255) return pd_err_set(PD_EINVAL, "checkpoint directory name too long");
+        pd_conn_queue(&c->conns[s * c->nper], PD_MSG_SAVE, 0, 0, name, (size_t)n, NULL, 0);
+        pending++;
+    }
+    int want = PD_MSG_SAVED;
+    return exchange(c, NULL, &pending, on_simple, &want);
+}
+
+void pd_client_finish(pd_client *c)
+{
+    for (int s = 0; s < c->np; s++) {
+        pd_conn *k = &c->conns[s * c->nper];
+        pd_conn_queue(k, PD_MSG_FINISH, 0, 0, NULL, 0, NULL, 0);
+        pd_conn_send_all(k, 5);
+    }
+}

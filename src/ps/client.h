@@ -1,0 +1,58 @@
+/*
+ * client.h - a trainer's connections to the pservers.
+ *
+ *     pd_client c;
+ *     pd_client_connect(&c, &layout, endpoints, np, trainer_id, secret, job, timeout);
+ *     pd_client_init(&c, &net);             // trainer 0 seeds the pservers; all pull
+ *     for each batch:
+ *         pd_net_bind(&net, batch);
+ *         pd_client_pull_rows(&c, &net);    // the embedding rows this batch uses
+ *         pd_net_forward(&net); pd_net_backward(&net);
+ *         pd_client_step(&c, &net);         // push gradients, get new values
+ *     pd_client_pass_end(&c, pass);
+ *     pd_client_finish(&c);
+ */
+#ifndef PD_CLIENT_H
+#define PD_CLIENT_H
+
+#include "layout.h"
+#include "proto.h"
+#include "../nn/net.h"
+
+typedef struct pd_endpoint {
+    char host[256];
+    int port;
+} pd_endpoint;
+
+typedef struct pd_client {
+    const pd_layout *lay;
+    int trainer;
+    int np, nper;
+    pd_conn *conns;         /* np * nper: dense connections, then sparse ones */
+    double timeout;
+    int *net_param;         /* layout param -> net param index */
+    uint8_t **seen;         /* per table: row marks for unique ids */
+    int32_t *ids;           /* scratch */
+    size_t cap_ids;
+    float *host;            /* scratch for device backends */
+    size_t cap_host;
+    uint64_t bytes_out, bytes_in;
+} pd_client;
+
+/* Parse "host:port,host:port" (or "host" with default_port). */
+int pd_endpoints_parse(const char *spec, int default_port, pd_endpoint **eps, int *n);
+
+int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps, int np, int trainer,
+                      const uint8_t *secret, const uint8_t *job, double timeout);
+int pd_client_init(pd_client *c, pd_net *net);
+int pd_client_pull_rows(pd_client *c, pd_net *net);
+int pd_client_step(pd_client *c, pd_net *net);
+int pd_client_pass_end(pd_client *c, int pass);
+/* Pull every dense block and every row of every table into net. */
+int pd_client_fetch_all(pd_client *c, pd_net *net);
+/* Ask every pserver to save its shard to DIR/pserver-N (relative to it). */
+int pd_client_checkpoint(pd_client *c, const char *dir);
+void pd_client_finish(pd_client *c);
+void pd_client_free(pd_client *c);
+
+#endif

@@ -1,0 +1,321 @@
+/* proto.c - frames, buffered connections, checksum, HMAC. */
+#include "proto.h"
+#include "../core/pd.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define K 0x9E3779B97F4A7C15ull
+
+uint32_t pd_checksum(const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    uint64_t h0 = 1, h1 = 2, h2 = 3, h3 = 4;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        uint64_t w[4];
+        memcpy(w, p + i, 32);
+        h0 = (h0 ^ w[0]) * K;
+        h1 = (h1 ^ w[1]) * K;
+        h2 = (h2 ^ w[2]) * K;
+        h3 = (h3 ^ w[3]) * K;
+    }
+    for (; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
+        h0 = (h0 ^ w) * K;
+        h0 ^= h0 >> 29;
+    }
+    uint64_t h = h0 ^ (h1 * 3) ^ (h2 * 5) ^ (h3 * 7) ^ (uint64_t)n;
+    h ^= h >> 33;
+    h *= K;
+    h ^= h >> 29;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+const char *pd_msg_name(int type)
+{
+    switch (type) {
+    case PD_MSG_HELLO: return "HELLO";
+    case PD_MSG_CHALLENGE: return "CHALLENGE";
+    case PD_MSG_AUTH: return "AUTH";
+    case PD_MSG_WELCOME: return "WELCOME";
+    case PD_MSG_INIT_BLOCK: return "INIT_BLOCK";
+    case PD_MSG_INIT_ROWS: return "INIT_ROWS";
+    case PD_MSG_INIT_DONE: return "INIT_DONE";
+    case PD_MSG_READY: return "READY";
+    case PD_MSG_PUSH_BLOCK: return "PUSH_BLOCK";
+    case PD_MSG_BLOCK_VALUES: return "BLOCK_VALUES";
+    case PD_MSG_PULL_BLOCK: return "PULL_BLOCK";
+    case PD_MSG_PUSH_ROWS: return "PUSH_ROWS";
+    case PD_MSG_ROWS_DONE: return "ROWS_DONE";
+    case PD_MSG_PULL_ROWS: return "PULL_ROWS";
+    case PD_MSG_ROWS: return "ROWS";
+    case PD_MSG_PASS_END: return "PASS_END";
+    case PD_MSG_PASS_DONE: return "PASS_DONE";
+    case PD_MSG_SAVE: return "SAVE";
+    case PD_MSG_SAVED: return "SAVED";
+    case PD_MSG_FINISH: return "FINISH";
+    case PD_MSG_ERROR: return "ERROR";
+    }
+    return NULL;
+}
+
+void pd_conn_init(pd_conn *c, int fd, size_t max_frame)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    c->max_frame = max_frame;
+}
+
+void pd_conn_free(pd_conn *c)
+{
+    if (c->fd >= 0) close(c->fd);
+    free(c->in);
+    free(c->out);
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void wr32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)
+{
+    *eof = 0;
+    for (;;) {
+        if (!c->have_hdr) {
+            ssize_t n = recv(c->fd, c->hdr + c->hdr_got, PD_HEADER_SIZE - c->hdr_got, 0);
+            if (n == 0) {
+                *eof = 1;
+                return 0;
+            }
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+                if (errno == ECONNRESET) {
+                    *eof = 1;
+                    return 0;
+                }
+                return pd_err_set(PD_EIO, "read failed: %s", strerror(errno));
+            }
+            c->bytes_in += (uint64_t)n;
+            c->hdr_got += (size_t)n;
+            if (c->hdr_got < PD_HEADER_SIZE) continue;
+            const uint8_t *h = c->hdr;
+            if (rd32(h) != PD_PROTO_MAGIC)
+                return pd_err_set(PD_EPROTO, "bad magic %02x%02x%02x%02x (not a paddle peer?)", h[0], h[1], h[2], h[3]);
+            unsigned version = h[4] | h[5] << 8;
+            if (version != PD_PROTO_VERSION)
+                return pd_err_set(PD_EPROTO, "protocol version %u, this paddle speaks %d", version, PD_PROTO_VERSION);
+            c->cur.type = (uint16_t)(h[6] | h[7] << 8);
+            c->cur.len = rd32(h + 8);
+            c->cur.a = rd32(h + 12);
+            c->cur.b = rd32(h + 16);
+            c->cur_sum = rd32(h + 20);
+            if (!pd_msg_name(c->cur.type)) return pd_err_set(PD_EPROTO, "unknown message type %u", c->cur.type);
+            if (c->cur.len > c->max_frame)
+                return pd_err_set(PD_ERANGE, "%s frame of %u bytes is over the %zu limit", pd_msg_name(c->cur.type),
+                                  c->cur.len, c->max_frame);
+            if (c->cur.len > c->in_cap) {
+                free(c->in);
+                c->in = malloc(c->cur.len);
+                if (!c->in) {
+                    c->in_cap = 0;
+                    return pd_err_set(PD_ENOMEM, "cannot allocate %u bytes for a frame", c->cur.len);
+                }
+                c->in_cap = c->cur.len;
+            }
+            c->in_got = 0;
+            c->have_hdr = 1;
+        }
+        if (c->in_got < c->cur.len) {
+            ssize_t n = recv(c->fd, c->in + c->in_got, c->cur.len - c->in_got, 0);
+            if (n == 0) {
+                *eof = 1;
+                return 0;
+            }
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+                if (errno == ECONNRESET) {
+                    *eof = 1;
+                    return 0;
+                }
+                return pd_err_set(PD_EIO, "read failed: %s", strerror(errno));
+            }
+            c->bytes_in += (uint64_t)n;
+            c->in_got += (size_t)n;
+            if (c->in_got < c->cur.len) continue;
+        }
+        if (pd_checksum(c->in, c->cur.len) != c->cur_sum)
+            return pd_err_set(PD_EPROTO, "%s frame of %u bytes: bad checksum", pd_msg_name(c->cur.type), c->cur.len);
+        *f = c->cur;
+        f->payload = c->in;
+        c->have_hdr = 0;
+        c->hdr_got = 0;
+        return 1;
+    }
+}
+
+static void out_reserve(pd_conn *c, size_t more)
+{
+    if (c->out_off > 0 && c->out_off == c->out_len) c->out_off = c->out_len = 0;
+    if (c->out_len + more <= c->out_cap) return;
+    if (c->out_off > 0) {
+        memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+        c->out_len -= c->out_off;
+        c->out_off = 0;
+        if (c->out_len + more <= c->out_cap) return;
+    }
+    size_t cap = c->out_cap ? c->out_cap : 65536;
+    while (cap < c->out_len + more) cap *= 2;
+    c->out = pd_xrealloc(c->out, cap);
+    c->out_cap = cap;
+}
+
+void pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1, const void *p2,
+                   size_t n2)
+{
+    size_t len = n1 + n2;
+    PD_ASSERT(len <= PD_MAX_FRAME);
+    out_reserve(c, PD_HEADER_SIZE + len);
+    uint8_t *h = c->out + c->out_len;
+    wr32(h, PD_PROTO_MAGIC);
+    h[4] = PD_PROTO_VERSION;
+    h[5] = 0;
+    h[6] = (uint8_t)type;
+    h[7] = (uint8_t)(type >> 8);
+    wr32(h + 8, (uint32_t)len);
+    wr32(h + 12, a);
+    wr32(h + 16, b);
+    uint8_t *body = h + PD_HEADER_SIZE;
+    if (n1) memcpy(body, p1, n1);
+    if (n2) memcpy(body + n1, p2, n2);
+    wr32(h + 20, pd_checksum(body, len));
+    c->out_len += PD_HEADER_SIZE + len;
+}
+
+int pd_conn_flush(pd_conn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            if (errno == EINTR) continue;
+            return pd_err_set(PD_ECONN, "write failed: %s", strerror(errno));
+        }
+        c->bytes_out += (uint64_t)n;
+        c->out_off += (size_t)n;
+    }
+    c->out_off = c->out_len = 0;
+    return 1;
+}
+
+static int wait_fd(int fd, short events, double deadline)
+{
+    for (;;) {
+        double left = deadline - pd_now();
+        if (left <= 0) return pd_err_set(PD_ETIMEDOUT, "timed out");
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, (int)(left * 1000) + 1);
+        if (n > 0) return 0;
+        if (n < 0 && errno != EINTR) return pd_err_set(PD_EIO, "poll failed: %s", strerror(errno));
+    }
+}
+
+int pd_conn_send_all(pd_conn *c, double timeout_s)
+{
+    double deadline = pd_now() + timeout_s;
+    int rc;
+    while ((rc = pd_conn_flush(c)) == 0)
+        if ((rc = wait_fd(c->fd, POLLOUT, deadline)) < 0) return rc;
+    return rc < 0 ? rc : 0;
+}
+
+int pd_conn_recv(pd_conn *c, pd_frame *f, double timeout_s)
+{
+    double deadline = pd_now() + timeout_s;
+    int rc, eof;
+    for (;;) {
+        rc = pd_conn_read(c, f, &eof);
+        if (rc != 0) return rc < 0 ? rc : 0;
+        if (eof) return pd_err_set(PD_ECONN, "connection closed by the peer");
+        if ((rc = wait_fd(c->fd, POLLIN, deadline)) < 0) return rc;
+    }
+}
+
+void pd_proof(const uint8_t *secret, const char *label, const uint8_t *a, const uint8_t *b, const uint8_t *job,
+              uint8_t *mac)
+{
+    uint8_t msg[64 + 2 * PD_NONCE + PD_JOB_ID];
+    size_t l = strlen(label);
+    PD_ASSERT(l <= 64);
+    memcpy(msg, label, l);
+    memcpy(msg + l, a, PD_NONCE);
+    memcpy(msg + l + PD_NONCE, b, PD_NONCE);
+    memcpy(msg + l + 2 * PD_NONCE, job, PD_JOB_ID);
+    unsigned int n = PD_MAC;
+    HMAC(EVP_sha256(), secret, PD_SECRET, msg, l + 2 * PD_NONCE + PD_JOB_ID, mac, &n);
+}
+
+int pd_random(void *buf, size_t n)
+{
+    if (RAND_bytes(buf, (int)n) != 1) return pd_err_set(PD_EIO, "no random bytes from OpenSSL");
+    return 0;
+}
+
+int pd_mac_equal(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    return CRYPTO_memcmp(a, b, n) == 0;
+}
+
+void pd_sha256(const void *data, size_t n, uint8_t *out)
+{
+    SHA256(data, n, out);
+}
+
+void pd_hex(const uint8_t *b, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+int pd_unhex(const char *s, uint8_t *b, size_t n)
+{
+    if (strlen(s) != 2 * n) return -1;
+    for (size_t i = 0; i < n; i++) {
+        int v = 0;
+        for (int k = 0; k < 2; k++) {
+            char ch = s[2 * i + k];
+            int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                  : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+            if (d < 0) return -1;
+            v = v * 16 + d;
+        }
+        b[i] = (uint8_t)v;
+    }
+    return 0;
+}

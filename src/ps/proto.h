@@ -1,0 +1,92 @@
+/*
+ * proto.h - frames of the pserver protocol (docs/protocol.md), buffered
+ * non-blocking connections, and the handshake's cryptography.
+ *
+ *     pd_conn c;
+ *     pd_conn_init(&c, fd);
+ *     pd_conn_queue(&c, PD_MSG_PULL_BLOCK, block, 0, NULL, 0, NULL, 0);
+ *     while (pd_conn_flush(&c) == 0) wait_writable(fd);
+ *     pd_frame f;
+ *     while ((rc = pd_conn_read(&c, &f)) == 0) wait_readable(fd);
+ */
+#ifndef PD_PROTO_H
+#define PD_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PD_PROTO_MAGIC 0x53504450u /* "PDPS" little-endian */
+#define PD_PROTO_VERSION 1
+#define PD_HEADER_SIZE 24
+#define PD_BLOCK_FLOATS 65536
+#define PD_MAX_HANDSHAKE 512
+#define PD_MAX_FRAME (64u << 20)
+#define PD_NONCE 16
+#define PD_MAC 32
+#define PD_JOB_ID 16
+#define PD_SECRET 32
+
+enum {
+    PD_MSG_HELLO = 1, PD_MSG_CHALLENGE = 2, PD_MSG_AUTH = 3, PD_MSG_WELCOME = 4,
+    PD_MSG_INIT_BLOCK = 10, PD_MSG_INIT_ROWS = 11, PD_MSG_INIT_DONE = 12, PD_MSG_READY = 13,
+    PD_MSG_PUSH_BLOCK = 20, PD_MSG_BLOCK_VALUES = 21, PD_MSG_PULL_BLOCK = 22,
+    PD_MSG_PUSH_ROWS = 30, PD_MSG_ROWS_DONE = 31, PD_MSG_PULL_ROWS = 32, PD_MSG_ROWS = 33,
+    PD_MSG_PASS_END = 40, PD_MSG_PASS_DONE = 41,
+    PD_MSG_SAVE = 50, PD_MSG_SAVED = 51,
+    PD_MSG_FINISH = 60,
+    PD_MSG_ERROR = 90,
+};
+
+typedef struct pd_frame {
+    uint16_t type;
+    uint32_t len, a, b;
+    uint8_t *payload;   /* owned by the connection; valid until the next read */
+} pd_frame;
+
+typedef struct pd_conn {
+    int fd;
+    size_t max_frame;   /* payload limit for this connection's state */
+    uint8_t hdr[PD_HEADER_SIZE];
+    size_t hdr_got;
+    int have_hdr;
+    pd_frame cur;
+    uint32_t cur_sum;
+    uint8_t *in;
+    size_t in_got, in_cap;
+    uint8_t *out;
+    size_t out_len, out_off, out_cap;
+    /* bytes moved, for benchmarks and logs */
+    uint64_t bytes_in, bytes_out;
+} pd_conn;
+
+uint32_t pd_checksum(const void *data, size_t n);
+const char *pd_msg_name(int type);
+
+void pd_conn_init(pd_conn *c, int fd, size_t max_frame);
+void pd_conn_free(pd_conn *c);
+/* Read what the socket has. 1: *f holds a whole frame; 0: more is needed
+ * (or EOF when *eof); < 0: a protocol error (message set) - drop the peer. */
+int pd_conn_read(pd_conn *c, pd_frame *f, int *eof);
+/* Append a frame whose payload is p1 then p2 to the output buffer. */
+void pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1,
+                   const void *p2, size_t n2);
+/* Write what can be written. 1: all sent; 0: more pending; < 0: error. */
+int pd_conn_flush(pd_conn *c);
+/* Blocking: send everything (waiting up to timeout_s). */
+int pd_conn_send_all(pd_conn *c, double timeout_s);
+/* Blocking: read one frame (waiting up to timeout_s; < 0 on EOF too). */
+int pd_conn_recv(pd_conn *c, pd_frame *f, double timeout_s);
+
+/* HMAC-SHA256(secret, label | a | b | job) into mac. */
+void pd_proof(const uint8_t *secret, const char *label, const uint8_t *a, const uint8_t *b,
+              const uint8_t *job, uint8_t *mac);
+int pd_random(void *buf, size_t n);
+/* Constant-time comparison. */
+int pd_mac_equal(const uint8_t *a, const uint8_t *b, size_t n);
+void pd_sha256(const void *data, size_t n, uint8_t *out);
+
+/* hex <-> bytes; returns 0 or -1 */
+void pd_hex(const uint8_t *b, size_t n, char *out);
+int pd_unhex(const char *s, uint8_t *b, size_t n);
+
+#endif

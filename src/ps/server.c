@@ -1,0 +1,818 @@
+/*
+ * server.c - the pserver: an epoll loop over its listening ports and its
+ * trainers' connections; every frame is checked before it is used, and a
+ * peer that breaks the protocol is logged and dropped.
+ */
+#include "server.h"
+#include "layout.h"
+#include "../backend/backend.h"
+#include "../core/log.h"
+#include "../core/pd.h"
+#include "../nn/net.h"
+#include "../nn/npy.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_CONNS 4096
+
+enum { ST_HELLO, ST_AUTH, ST_READY };
+
+typedef struct sconn {
+    pd_conn c;
+    int used;
+    unsigned gen;
+    int state;
+    int trainer;
+    int kind;               /* 0 dense, 1 sparse */
+    int port_index;
+    char peer[64];
+    uint8_t cnonce[PD_NONCE], snonce[PD_NONCE];
+    int want_out;
+} sconn;
+
+typedef struct waiter {
+    int slot;
+    unsigned gen;
+} waiter;
+
+typedef struct sblock {
+    int k;                  /* global block index */
+    int len;
+    float *w, *g, *s1, *s2;
+    int npushed;
+    uint8_t *pushed;        /* per trainer */
+    waiter *wait;           /* per trainer */
+    long t;
+} sblock;
+
+typedef struct stable {
+    int param, rows, dim;   /* rows held here */
+    float *w, *g, *s1, *s2;
+    int32_t *touched;
+    int ntouched, cap_touched;
+    uint8_t *mark;
+    int npushed;
+    uint8_t *pushed;
+    waiter *wait;
+    long t;
+} stable;
+
+typedef struct server {
+    const pd_recipe *r;
+    const pd_server_opts *o;
+    pd_layout lay;
+    pd_opt_hyper hyper;
+    int sync;
+    int epfd;
+    int nlisten;
+    int listen_fd[128];
+    sconn *conns;
+    int nblocks;
+    sblock *blocks;
+    int *block_index;       /* global block -> index in blocks, or -1 */
+    stable *tables;
+    int ready;              /* parameters initialised */
+    waiter *ready_wait;
+    int nready_wait, cap_ready_wait;
+    uint8_t *active;        /* trainer counts towards barriers this pass */
+    uint8_t *pass_ended;
+    waiter *pass_wait;
+    int npass_ended, pass;
+    uint8_t *finished;
+    int nfinished;
+    uint8_t *seen;          /* trainer connected at least once */
+    int nseen;
+    double started;
+} server;
+
+/* --- helpers -------------------------------------------------------------- */
+
+static void set_nonblock(int fd)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+static void update_events(server *s, int slot)
+{
+    sconn *c = &s->conns[slot];
+    int want = c->c.out_len > c->c.out_off;
+    if (want == c->want_out) return;
+    c->want_out = want;
+    struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.u64 = (uint64_t)slot + 1000};
+    epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->c.fd, &ev);
+}
+
+static void drop(server *s, int slot, const char *why)
+{
+    sconn *c = &s->conns[slot];
+    if (!c->used) return;
+    if (why) PD_WARN("dropping %s%s: %s", c->peer,
+                     c->state == ST_READY ? "" : " (not authenticated)", why);
+    epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->c.fd, NULL);
+    pd_conn_free(&c->c);
+    c->used = 0;
+    c->gen++;
+}
+
+static void send_error(server *s, int slot, int code, const char *msg)
+{
+    sconn *c = &s->conns[slot];
+    pd_conn_queue(&c->c, PD_MSG_ERROR, (uint32_t)-code, 0, msg, strlen(msg), NULL, 0);
+    pd_conn_flush(&c->c);
+}
+
+static sconn *waiter_conn(server *s, waiter w)
+{
+    if (w.slot < 0 || w.slot >= MAX_CONNS) return NULL;
+    sconn *c = &s->conns[w.slot];
+    return c->used && c->gen == w.gen ? c : NULL;
+}
+
+static void reply(server *s, waiter w, int type, uint32_t a, uint32_t b, const void *p, size_t n)
+{
+    sconn *c = waiter_conn(s, w);
+    if (!c) return;
+    pd_conn_queue(&c->c, type, a, b, p, n, NULL, 0);
+    if (pd_conn_flush(&c->c) < 0) {
+        drop(s, w.slot, pd_err_msg());
+        return;
+    }
+    update_events(s, w.slot);
+}
+
+/* --- state ---------------------------------------------------------------- */
+
+static float *zalloc(size_t n)
+{
+    return pd_xcalloc(n ? n : 1, sizeof(float));
+}
+
+static void make_state(server *s)
+{
+    const pd_layout *l = &s->lay;
+    int T = s->o->ntrainers, id = s->o->id;
+    int k_state = pd_opt_state_floats(s->hyper.type);
+    s->block_index = pd_xmalloc(((size_t)l->nblocks + 1) * sizeof(int));
+    s->blocks = pd_xcalloc((size_t)l->nblocks + 1, sizeof *s->blocks);
+    for (int k = 0; k < l->nblocks; k++) {
+        s->block_index[k] = -1;
+        if (pd_block_owner(l, k) != id) continue;
+        sblock *b = &s->blocks[s->nblocks];
+        b->k = k;
+        b->len = l->blocks[k].len;
+        b->w = zalloc((size_t)b->len);
+        b->g = zalloc((size_t)b->len);
+        if (k_state >= 1) b->s1 = zalloc((size_t)b->len);
+        if (k_state >= 2) b->s2 = zalloc((size_t)b->len);
+        b->pushed = pd_xcalloc((size_t)T, 1);
+        b->wait = pd_xcalloc((size_t)T, sizeof(waiter));
+        s->block_index[k] = s->nblocks++;
+    }
+    s->tables = pd_xcalloc((size_t)l->ntables + 1, sizeof *s->tables);
+    for (int t = 0; t < l->ntables; t++) {
+        stable *tb = &s->tables[t];
+        const pd_lparam *p = &l->params[l->tables[t]];
+        tb->param = l->tables[t];
+        tb->rows = pd_rows_on(l, p->rows, id);
+        tb->dim = p->cols;
+        size_t n = (size_t)tb->rows * tb->dim;
+        tb->w = zalloc(n);
+        tb->g = zalloc(n);
+        if (k_state >= 1) tb->s1 = zalloc(n);
+        if (k_state >= 2) tb->s2 = zalloc(n);
+        tb->mark = pd_xcalloc((size_t)tb->rows + 1, 1);
+        tb->pushed = pd_xcalloc((size_t)T, 1);
+        tb->wait = pd_xcalloc((size_t)T, sizeof(waiter));
+    }
+    s->active = pd_xmalloc((size_t)T);
+    memset(s->active, 1, (size_t)T);
+    s->pass_ended = pd_xcalloc((size_t)T, 1);
+    s->pass_wait = pd_xcalloc((size_t)T, sizeof(waiter));
+    s->finished = pd_xcalloc((size_t)T, 1);
+    s->seen = pd_xcalloc((size_t)T, 1);
+}
+
+static void free_state(server *s)
+{
+    for (int i = 0; i < s->nblocks; i++) {
+        sblock *b = &s->blocks[i];
+        free(b->w); free(b->g); free(b->s1); free(b->s2); free(b->pushed); free(b->wait);
+    }
+    free(s->blocks);
+    free(s->block_index);
+    for (int t = 0; t < s->lay.ntables; t++) {
+        stable *tb = &s->tables[t];
+        free(tb->w); free(tb->g); free(tb->s1); free(tb->s2); free(tb->mark); free(tb->touched);
+        free(tb->pushed); free(tb->wait);
+    }
+    free(s->tables);
+    free(s->active);
+    free(s->pass_ended);
+    free(s->pass_wait);
+    free(s->finished);
+    free(s->seen);
+    free(s->ready_wait);
+}
+
+/* --- applying updates -------------------------------------------------------- */
+
+/* Has every active trainer pushed? (at least one push) */
+static int complete(server *s, const uint8_t *pushed, int npushed)
+{
+    if (npushed == 0) return 0;
+    for (int t = 0; t < s->o->ntrainers; t++)
+        if (s->active[t] && !pushed[t]) return 0;
+    return 1;
+}
+
+static void apply_block(server *s, sblock *b)
+{
+    pd_opt_hyper h = s->hyper;
+    h.t = ++b->t;
+    if (b->npushed > 1) pd_backend_cpu.scale((size_t)b->len, 1.f / (float)b->npushed, b->g);
+    pd_backend_cpu.opt_update(&h, b->w, b->g, b->s1, b->s2, (size_t)b->len);
+    memset(b->g, 0, (size_t)b->len * sizeof(float));
+    for (int t = 0; t < s->o->ntrainers; t++) {
+        if (!b->pushed[t]) continue;
+        reply(s, b->wait[t], PD_MSG_BLOCK_VALUES, (uint32_t)b->k, (uint32_t)b->t, b->w,
+              (size_t)b->len * sizeof(float));
+        b->pushed[t] = 0;
+    }
+    b->npushed = 0;
+}
+
+static void apply_table(server *s, int ti)
+{
+    stable *tb = &s->tables[ti];
+    pd_opt_hyper h = s->hyper;
+    h.t = ++tb->t;
+    float inv = tb->npushed > 1 ? 1.f / (float)tb->npushed : 1.f;
+    for (int i = 0; i < tb->ntouched; i++) {
+        size_t off = (size_t)tb->touched[i] * tb->dim;
+        if (inv != 1.f) pd_backend_cpu.scale((size_t)tb->dim, inv, tb->g + off);
+        pd_backend_cpu.opt_update(&h, tb->w + off, tb->g + off, tb->s1 ? tb->s1 + off : NULL,
+                                  tb->s2 ? tb->s2 + off : NULL, (size_t)tb->dim);
+        memset(tb->g + off, 0, (size_t)tb->dim * sizeof(float));
+        tb->mark[tb->touched[i]] = 0;
+    }
+    tb->ntouched = 0;
+    for (int t = 0; t < s->o->ntrainers; t++) {
+        if (!tb->pushed[t]) continue;
+        reply(s, tb->wait[t], PD_MSG_ROWS_DONE, (uint32_t)ti, (uint32_t)tb->t, NULL, 0);
+        tb->pushed[t] = 0;
+    }
+    tb->npushed = 0;
+}
+
+/* After the set of active trainers shrank: finish what now is complete. */
+static void recheck_barriers(server *s)
+{
+    for (int i = 0; i < s->nblocks; i++)
+        if (complete(s, s->blocks[i].pushed, s->blocks[i].npushed)) apply_block(s, &s->blocks[i]);
+    for (int t = 0; t < s->lay.ntables; t++)
+        if (complete(s, s->tables[t].pushed, s->tables[t].npushed)) apply_table(s, t);
+}
+
+/* --- checkpoints --------------------------------------------------------------- */
+
+static int save_shard(server *s, const char *dir)
+{
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return pd_err_set(PD_EIO, "cannot create %s: %s", dir, strerror(errno));
+    int rc = 0;
+    for (int i = 0; i < s->nblocks && rc == 0; i++) {
+        sblock *b = &s->blocks[i];
+        float *arrs[3] = {b->w, b->s1, b->s2};
+        const char *what[3] = {"w", "s1", "s2"};
+        for (int a = 0; a < 3 && rc == 0; a++) {
+            if (!arrs[a]) continue;
+            char *path = pd_xasprintf("%s/block-%d.%s.npy", dir, b->k, what[a]);
+            rc = pd_npy_write(path, arrs[a], 1, b->len);
+            free(path);
+        }
+    }
+    for (int t = 0; t < s->lay.ntables && rc == 0; t++) {
+        stable *tb = &s->tables[t];
+        float *arrs[3] = {tb->w, tb->s1, tb->s2};
+        const char *what[3] = {"w", "s1", "s2"};
+        for (int a = 0; a < 3 && rc == 0; a++) {
+            if (!arrs[a] || tb->rows == 0) continue;
+            char *path = pd_xasprintf("%s/table-%d.%s.npy", dir, t, what[a]);
+            rc = pd_npy_write(path, arrs[a], tb->rows, tb->dim);
+            free(path);
+        }
+    }
+    if (rc < 0) return rc;
+    char *path = pd_xasprintf("%s/shard.txt", dir);
+    FILE *f = fopen(path, "w");
+    free(path);
+    if (!f) return pd_err_set(PD_EIO, "cannot write %s/shard.txt", dir);
+    char digest[65];
+    pd_hex(s->lay.digest, 32, digest);
+    long t = s->nblocks ? s->blocks[0].t : (s->lay.ntables ? s->tables[0].t : 0);
+    fprintf(f, "pserver %d of %d\ndigest %s\nsteps %ld\n", s->o->id, s->o->npservers, digest, t);
+    if (fclose(f) != 0) return pd_err_set(PD_EIO, "cannot write %s/shard.txt", dir);
+    return 0;
+}
+
+static int load_shard(server *s, const char *dir)
+{
+    char *path = pd_xasprintf("%s/shard.txt", dir);
+    FILE *f = fopen(path, "r");
+    free(path);
+    if (!f) return pd_err_set(PD_ENOENT, "cannot open %s/shard.txt: %s", dir, strerror(errno));
+    int id = -1, np = -1;
+    char digest[80] = "";
+    long steps = 0;
+    int ok = fscanf(f, "pserver %d of %d\ndigest %70s\nsteps %ld", &id, &np, digest, &steps) == 4;
+    fclose(f);
+    char want[65];
+    pd_hex(s->lay.digest, 32, want);
+    if (!ok) return pd_err_set(PD_EDATA, "%s/shard.txt is malformed", dir);
+    if (id != s->o->id || np != s->o->npservers)
+        return pd_err_set(PD_EDATA, "%s holds the shard of pserver %d of %d, this is pserver %d of %d", dir, id, np,
+                          s->o->id, s->o->npservers);
+    if (strcmp(digest, want) != 0)
+        return pd_err_set(PD_EDATA, "%s was saved for a different model or optimizer", dir);
+    int rc = 0;
+    for (int i = 0; i < s->nblocks && rc == 0; i++) {
+        sblock *b = &s->blocks[i];
+        float *arrs[3] = {b->w, b->s1, b->s2};
+        const char *what[3] = {"w", "s1", "s2"};
+        for (int a = 0; a < 3 && rc == 0; a++) {
+            if (!arrs[a]) continue;
+            char *p = pd_xasprintf("%s/block-%d.%s.npy", dir, b->k, what[a]);
+            rc = pd_npy_read(p, arrs[a], 1, b->len);
+            free(p);
+        }
+        b->t = steps;
+    }
+    for (int t = 0; t < s->lay.ntables && rc == 0; t++) {
+        stable *tb = &s->tables[t];
+        float *arrs[3] = {tb->w, tb->s1, tb->s2};
+        const char *what[3] = {"w", "s1", "s2"};
+        for (int a = 0; a < 3 && rc == 0; a++) {
+            if (!arrs[a] || tb->rows == 0) continue;
+            char *p = pd_xasprintf("%s/table-%d.%s.npy", dir, t, what[a]);
+            rc = pd_npy_read(p, arrs[a], tb->rows, tb->dim);
+            free(p);
+        }
+        tb->t = steps;
+    }
+    return rc;
+}
+
+/* --- frames --------------------------------------------------------------------- */
+
+static int on_handshake(server *s, int slot, pd_frame *f)
+{
+    sconn *c = &s->conns[slot];
+    if (c->state == ST_HELLO) {
+        if (f->type != PD_MSG_HELLO || f->len != PD_JOB_ID + 32 + PD_NONCE)
+            return pd_err_set(PD_EPROTO, "expected HELLO, got %s of %u bytes", pd_msg_name(f->type), f->len);
+        if (f->a != 1 || f->b >= (uint32_t)s->o->ntrainers) {
+            send_error(s, slot, PD_EAUTH, "unknown role or trainer id");
+            return pd_err_set(PD_EPROTO, "HELLO from role %u id %u (this job has %d trainers)", f->a, f->b,
+                              s->o->ntrainers);
+        }
+        if (memcmp(f->payload, s->o->job, PD_JOB_ID) != 0) {
+            send_error(s, slot, PD_EAUTH, "this pserver belongs to another job");
+            return pd_err_set(PD_EAUTH, "HELLO for another job");
+        }
+        if (memcmp(f->payload + PD_JOB_ID, s->lay.digest, 32) != 0) {
+            send_error(s, slot, PD_EAUTH,
+                       "the trainer's model or optimizer differs from the pserver's (different recipe or "
+                       "paddle version on the nodes?)");
+            return pd_err_set(PD_EAUTH, "HELLO with a different model digest");
+        }
+        c->trainer = (int)f->b;
+        memcpy(c->cnonce, f->payload + PD_JOB_ID + 32, PD_NONCE);
+        if (pd_random(c->snonce, PD_NONCE) < 0) return PD_EIO;
+        uint8_t proof[PD_MAC];
+        pd_proof(s->o->secret, "pd-server", c->cnonce, c->snonce, s->o->job, proof);
+        pd_conn_queue(&c->c, PD_MSG_CHALLENGE, 0, 0, c->snonce, PD_NONCE, proof, PD_MAC);
+        c->state = ST_AUTH;
+        return 0;
+    }
+    if (f->type != PD_MSG_AUTH || f->len != PD_MAC)
+        return pd_err_set(PD_EPROTO, "expected AUTH, got %s of %u bytes", pd_msg_name(f->type), f->len);
+    uint8_t want[PD_MAC];
+    pd_proof(s->o->secret, "pd-client", c->snonce, c->cnonce, s->o->job, want);
+    if (!pd_mac_equal(want, f->payload, PD_MAC)) {
+        send_error(s, slot, PD_EAUTH, "authentication failed: the job secret differs");
+        return pd_err_set(PD_EAUTH, "authentication failed (wrong job secret)");
+    }
+    c->state = ST_READY;
+    c->c.max_frame = PD_MAX_FRAME;
+    uint32_t kind = (uint32_t)c->kind;
+    pd_conn_queue(&c->c, PD_MSG_WELCOME, (uint32_t)s->o->id, (uint32_t)s->o->npservers, &kind, 4, NULL, 0);
+    if (!s->seen[c->trainer]) {
+        s->seen[c->trainer] = 1;
+        s->nseen++;
+        PD_INFO("trainer %d connected from %s", c->trainer, c->peer);
+    }
+    return 0;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Check a rows payload: nrows ids (owned, < rows) then optionally nrows x dim floats. */
+static int check_rows(server *s, pd_frame *f, int with_values, stable **out_tb)
+{
+    if (f->a >= (uint32_t)s->lay.ntables) return pd_err_set(PD_EPROTO, "%s: no table %u", pd_msg_name(f->type), f->a);
+    stable *tb = &s->tables[f->a];
+    const pd_lparam *p = &s->lay.params[tb->param];
+    uint64_t per = 4 + (with_values ? 4ull * (uint64_t)tb->dim : 0);
+    if ((uint64_t)f->b * per != f->len)
+        return pd_err_set(PD_EPROTO, "%s: %u rows do not fit %u bytes", pd_msg_name(f->type), f->b, f->len);
+    for (uint32_t i = 0; i < f->b; i++) {
+        uint32_t row = rd32(f->payload + 4 * i);
+        if (row >= (uint32_t)p->rows || pd_row_owner(&s->lay, (int32_t)row) != s->o->id)
+            return pd_err_set(PD_EPROTO, "%s: row %u of table '%s' is not held by pserver %d", pd_msg_name(f->type),
+                              row, p->name, s->o->id);
+    }
+    *out_tb = tb;
+    return 0;
+}
+
+static int check_block(server *s, pd_frame *f, sblock **out)
+{
+    if (f->a >= (uint32_t)s->lay.nblocks || s->block_index[f->a] < 0)
+        return pd_err_set(PD_EPROTO, "%s: block %u is not held by pserver %d", pd_msg_name(f->type), f->a, s->o->id);
+    sblock *b = &s->blocks[s->block_index[f->a]];
+    if (f->type != PD_MSG_PULL_BLOCK && f->len != (uint32_t)b->len * 4)
+        return pd_err_set(PD_EPROTO, "%s: block %u has %d floats, frame has %u bytes", pd_msg_name(f->type), f->a,
+                          b->len, f->len);
+    *out = b;
+    return 0;
+}
+
+static void mark_ready(server *s)
+{
+    s->ready = 1;
+    for (int i = 0; i < s->nready_wait; i++) reply(s, s->ready_wait[i], PD_MSG_READY, 0, 0, NULL, 0);
+    s->nready_wait = 0;
+}
+
+static int on_frame(server *s, int slot, pd_frame *f)
+{
+    sconn *c = &s->conns[slot];
+    if (c->state != ST_READY) return on_handshake(s, slot, f);
+    waiter me = {slot, c->gen};
+    int T = c->trainer;
+    sblock *b;
+    stable *tb;
+    int rc;
+    switch (f->type) {
+    case PD_MSG_INIT_BLOCK:
+        if ((rc = check_block(s, f, &b)) < 0) return rc;
+        if (!s->ready) memcpy(b->w, f->payload, f->len);
+        return 0;
+    case PD_MSG_INIT_ROWS:
+        if ((rc = check_rows(s, f, 1, &tb)) < 0) return rc;
+        if (!s->ready) {
+            const float *vals = (const float *)(f->payload + 4 * (size_t)f->b);
+            for (uint32_t i = 0; i < f->b; i++)
+                memcpy(tb->w + (size_t)pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i)) * tb->dim,
+                       vals + (size_t)i * tb->dim, (size_t)tb->dim * sizeof(float));
+        }
+        return 0;
+    case PD_MSG_INIT_DONE:
+        if (f->len) return pd_err_set(PD_EPROTO, "INIT_DONE with a payload");
+        if (f->a == 1 && T == 0 && !s->ready) {
+            PD_INFO("parameters initialised by trainer 0");
+            mark_ready(s);
+        }
+        if (s->ready) {
+            reply(s, me, PD_MSG_READY, 0, 0, NULL, 0);
+        } else {
+            PD_GROW(&s->ready_wait, &s->cap_ready_wait, s->nready_wait + 1);
+            s->ready_wait[s->nready_wait++] = me;
+        }
+        return 0;
+    case PD_MSG_PULL_BLOCK:
+        if (f->len) return pd_err_set(PD_EPROTO, "PULL_BLOCK with a payload");
+        if ((rc = check_block(s, f, &b)) < 0) return rc;
+        reply(s, me, PD_MSG_BLOCK_VALUES, (uint32_t)b->k, (uint32_t)b->t, b->w, (size_t)b->len * sizeof(float));
+        return 0;
+    case PD_MSG_PUSH_BLOCK:
+        if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_BLOCK before the parameters were initialised");
+        if ((rc = check_block(s, f, &b)) < 0) return rc;
+        if (b->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed block %d twice in one step", T, b->k);
+        pd_backend_cpu.axpy((size_t)b->len, 1.f, (const float *)f->payload, b->g);
+        b->pushed[T] = 1;
+        b->wait[T] = me;
+        b->npushed++;
+        if (!s->sync || complete(s, b->pushed, b->npushed)) apply_block(s, b);
+        return 0;
+    case PD_MSG_PUSH_ROWS: {
+        if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_ROWS before the parameters were initialised");
+        if ((rc = check_rows(s, f, 1, &tb)) < 0) return rc;
+        if (tb->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed table %u twice in one step", T, f->a);
+        const float *vals = (const float *)(f->payload + 4 * (size_t)f->b);
+        for (uint32_t i = 0; i < f->b; i++) {
+            int32_t local = pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i));
+            pd_backend_cpu.axpy((size_t)tb->dim, 1.f, vals + (size_t)i * tb->dim, tb->g + (size_t)local * tb->dim);
+            if (!tb->mark[local]) {
+                tb->mark[local] = 1;
+                PD_GROW(&tb->touched, &tb->cap_touched, tb->ntouched + 1);
+                tb->touched[tb->ntouched++] = local;
+            }
+        }
+        tb->pushed[T] = 1;
+        tb->wait[T] = me;
+        tb->npushed++;
+        if (!s->sync || complete(s, tb->pushed, tb->npushed)) apply_table(s, (int)f->a);
+        return 0;
+    }
+    case PD_MSG_PULL_ROWS: {
+        if ((rc = check_rows(s, f, 0, &tb)) < 0) return rc;
+        size_t n = (size_t)f->b * tb->dim;
+        float *out = pd_xmalloc((n ? n : 1) * sizeof(float));
+        for (uint32_t i = 0; i < f->b; i++)
+            memcpy(out + (size_t)i * tb->dim,
+                   tb->w + (size_t)pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i)) * tb->dim,
+                   (size_t)tb->dim * sizeof(float));
+        reply(s, me, PD_MSG_ROWS, f->a, f->b, out, n * sizeof(float));
+        free(out);
+        return 0;
+    }
+    case PD_MSG_PASS_END:
+        if (f->len) return pd_err_set(PD_EPROTO, "PASS_END with a payload");
+        if (s->pass_ended[T]) return pd_err_set(PD_EPROTO, "trainer %d ended pass %u twice", T, f->a);
+        s->pass_ended[T] = 1;
+        s->pass_wait[T] = me;
+        s->active[T] = 0;
+        s->npass_ended++;
+        if (s->npass_ended == s->o->ntrainers) {
+            PD_INFO("pass %u done by all %d trainers", f->a, s->o->ntrainers);
+            for (int t = 0; t < s->o->ntrainers; t++) {
+                reply(s, s->pass_wait[t], PD_MSG_PASS_DONE, f->a, 0, NULL, 0);
+                s->pass_ended[t] = 0;
+                s->active[t] = 1;
+            }
+            s->npass_ended = 0;
+            s->pass = (int)f->a + 1;
+        } else if (s->sync) {
+            recheck_barriers(s);
+        }
+        return 0;
+    case PD_MSG_SAVE: {
+        if (f->len == 0 || f->len > 255) return pd_err_set(PD_EPROTO, "SAVE: bad directory name length %u", f->len);
+        char dir[256];
+        memcpy(dir, f->payload, f->len);
+        dir[f->len] = '\0';
+        if (strlen(dir) != f->len || dir[0] == '/' || strstr(dir, ".."))
+            return pd_err_set(PD_EPROTO, "SAVE: directory must be relative, without '..'");
+        if ((rc = save_shard(s, dir)) < 0) {
+            PD_ERROR("checkpoint failed: %s", pd_err_msg());
+            send_error(s, slot, rc, pd_err_msg());
+            return 0;
+        }
+        PD_INFO("shard saved to %s", dir);
+        reply(s, me, PD_MSG_SAVED, 0, 0, NULL, 0);
+        return 0;
+    }
+    case PD_MSG_FINISH:
+        if (!s->finished[T]) {
+            s->finished[T] = 1;
+            s->nfinished++;
+            PD_INFO("trainer %d finished (%d of %d)", T, s->nfinished, s->o->ntrainers);
+        }
+        return 0;
+    }
+    return pd_err_set(PD_EPROTO, "unexpected %s frame", pd_msg_name(f->type));
+}
+
+/* --- sockets ------------------------------------------------------------------------ */
+
+static int listen_on(const char *addr, int port, int *fd_out)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return pd_err_set(PD_EIO, "socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (!addr || !*addr) sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    else if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        close(fd);
+        return pd_err_set(PD_EINVAL, "bad listen address '%s'", addr);
+    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 128) < 0) {
+        int e = errno;
+        close(fd);
+        return pd_err_set(PD_EIO, "cannot listen on %s:%d: %s", addr ? addr : "0.0.0.0", port, strerror(e));
+    }
+    set_nonblock(fd);
+    *fd_out = fd;
+    return 0;
+}
+
+static int open_ports(server *s, int *base)
+{
+    int n = s->nlisten;
+    if (s->o->port > 0) {
+        for (int i = 0; i < n; i++)
+            if (listen_on(s->o->bind_addr, s->o->port + i, &s->listen_fd[i]) < 0) {
+                for (int j = 0; j < i; j++) {
+                    close(s->listen_fd[j]);
+                    s->listen_fd[j] = -1;
+                }
+                return PD_EIO;
+            }
+        *base = s->o->port;
+        return 0;
+    }
+    uint64_t rng = (uint64_t)getpid() * 2654435761u ^ (uint64_t)(pd_now() * 1e6);
+    for (int tries = 0; tries < 200; tries++) {
+        int p = 20000 + (int)(pd_rng_next(&rng) % 40000);
+        int i;
+        for (i = 0; i < n; i++)
+            if (listen_on(s->o->bind_addr, p + i, &s->listen_fd[i]) < 0) break;
+        if (i == n) {
+            *base = p;
+            return 0;
+        }
+        for (int j = 0; j < i; j++) {
+            close(s->listen_fd[j]);
+            s->listen_fd[j] = -1;
+        }
+    }
+    return pd_err_set(PD_EIO, "found no %d free consecutive ports", n);
+}
+
+static void accept_all(server *s, int li)
+{
+    for (;;) {
+        struct sockaddr_in sa;
+        socklen_t len = sizeof sa;
+        int fd = accept4(s->listen_fd[li], (struct sockaddr *)&sa, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return;
+        int slot = -1;
+        for (int i = 0; i < MAX_CONNS; i++)
+            if (!s->conns[i].used) {
+                slot = i;
+                break;
+            }
+        if (slot < 0) {
+            PD_WARN("refusing a connection: %d connections already", MAX_CONNS);
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        sconn *c = &s->conns[slot];
+        unsigned gen = c->gen;
+        memset(c, 0, sizeof *c);
+        c->gen = gen;
+        c->used = 1;
+        pd_conn_init(&c->c, fd, PD_MAX_HANDSHAKE);
+        c->port_index = li;
+        c->kind = li >= s->lay.ports_num;
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(sa.sin_port));
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)slot + 1000};
+        epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
+    }
+}
+
+static void on_readable(server *s, int slot)
+{
+    sconn *c = &s->conns[slot];
+    for (int frames = 0; frames < 64 && c->used; frames++) {
+        pd_frame f;
+        int eof = 0;
+        int rc = pd_conn_read(&c->c, &f, &eof);
+        if (rc < 0) {
+            drop(s, slot, pd_err_msg());
+            return;
+        }
+        if (rc == 0) {
+            if (eof) {
+                if (c->state == ST_READY && !s->finished[c->trainer])
+                    PD_WARN("trainer %d (%s) disconnected before it finished", c->trainer, c->peer);
+                drop(s, slot, NULL);
+            }
+            break;
+        }
+        if (on_frame(s, slot, &f) < 0) {
+            drop(s, slot, pd_err_msg());
+            return;
+        }
+    }
+    if (!c->used) return;
+    if (pd_conn_flush(&c->c) < 0) {
+        drop(s, slot, pd_err_msg());
+        return;
+    }
+    update_events(s, slot);
+}
+
+int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
+{
+    server s_, *s = &s_;
+    int rc;
+    memset(s, 0, sizeof *s);
+    s->r = r;
+    s->o = o;
+    s->epfd = -1;
+    for (int i = 0; i < (int)PD_COUNT(s->listen_fd); i++) s->listen_fd[i] = -1;
+    s->sync = !r->mode || strcmp(r->mode, "async") != 0;
+    if (o->ntrainers < 1 || o->npservers < 1 || o->id < 0 || o->id >= o->npservers)
+        return pd_err_set(PD_EINVAL, "pserver %d of %d with %d trainers: bad numbers", o->id, o->npservers,
+                          o->ntrainers);
+    if ((rc = pd_layout_make(&s->lay, r, o->npservers)) < 0) return rc;
+    pd_opt_hyper_from(&s->hyper, &r->optimizer, 0);
+    make_state(s);
+    if (o->init_shard) {
+        if ((rc = load_shard(s, o->init_shard)) < 0) goto out;
+        s->ready = 1;
+        PD_INFO("started from the shard saved in %s", o->init_shard);
+    }
+    s->conns = pd_xcalloc(MAX_CONNS, sizeof *s->conns);
+    s->nlisten = s->lay.ports_num + s->lay.ports_sparse;
+    if (s->nlisten > (int)PD_COUNT(s->listen_fd)) {
+        rc = pd_err_set(PD_EINVAL, "too many ports");
+        goto out;
+    }
+    int base = 0;
+    if ((rc = open_ports(s, &base)) < 0) goto out;
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    for (int i = 0; i < s->nlisten; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
+        epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->listen_fd[i], &ev);
+    }
+    long dense = 0;
+    for (int i = 0; i < s->nblocks; i++) dense += s->blocks[i].len;
+    PD_INFO("pserver %d of %d: %d dense blocks (%ld floats), %d sparse tables, %s mode, %d trainers", o->id,
+            o->npservers, s->nblocks, dense, s->lay.ntables, s->sync ? "sync" : "async", o->ntrainers);
+    char range[64] = "";
+    if (s->nlisten > 1) snprintf(range, sizeof range, " (ports %d-%d)", base, base + s->nlisten - 1);
+    PD_INFO("Server listening on %s:%d%s", o->bind_addr ? o->bind_addr : "0.0.0.0", base, range);
+    if (o->ready_fd >= 0) {
+        char line[32];
+        int n = snprintf(line, sizeof line, "%d\n", base);
+        if (write(o->ready_fd, line, (size_t)n) != n) PD_WARN("cannot report the port to the launcher");
+        close(o->ready_fd);
+    }
+    s->started = pd_now();
+    struct epoll_event evs[64];
+    while (!(o->stop && *o->stop)) {
+        if (s->nfinished == o->ntrainers) {
+            PD_INFO("every trainer finished; pserver %d exits", o->id);
+            break;
+        }
+        if (o->idle_timeout > 0 && s->nseen == 0 && pd_now() - s->started > o->idle_timeout) {
+            rc = pd_err_set(PD_ETIMEDOUT, "no trainer connected within %.0f s", o->idle_timeout);
+            break;
+        }
+        int n = epoll_wait(s->epfd, evs, 64, 1000);
+        if (n < 0 && errno != EINTR) {
+            rc = pd_err_set(PD_EIO, "epoll_wait: %s", strerror(errno));
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            uint64_t id = evs[i].data.u64;
+            if (id < 1000) {
+                accept_all(s, (int)id);
+                continue;
+            }
+            int slot = (int)(id - 1000);
+            if (!s->conns[slot].used) continue;
+            if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(s, slot);
+            if (s->conns[slot].used && (evs[i].events & EPOLLOUT)) {
+                if (pd_conn_flush(&s->conns[slot].c) < 0) drop(s, slot, pd_err_msg());
+                else update_events(s, slot);
+            }
+        }
+    }
+    if (o->stop && *o->stop) PD_INFO("pserver %d stopping on a signal", o->id);
+out:
+    for (int i = 0; s->conns && i < MAX_CONNS; i++)
+        if (s->conns[i].used) pd_conn_free(&s->conns[i].c);
+    free(s->conns);
+    for (int i = 0; i < s->nlisten; i++)
+        if (s->listen_fd[i] >= 0) close(s->listen_fd[i]);
+    if (s->epfd >= 0) close(s->epfd);
+    free_state(s);
+    pd_layout_free(&s->lay);
+    return rc;
+}

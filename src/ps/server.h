@@ -1,0 +1,29 @@
+/*
+ * server.h - the parameter server: holds its share of the parameters and
+ * runs the optimizer on it (docs/protocol.md).
+ *
+ *     pd_server_opts o = {.id = 0, .npservers = 2, .ntrainers = 2, .port = 7164};
+ *     memcpy(o.secret, secret, PD_SECRET);
+ *     rc = pd_server_run(&recipe, &o);   // returns when every trainer finished
+ */
+#ifndef PD_SERVER_H
+#define PD_SERVER_H
+
+#include "proto.h"
+#include "../lua/recipe.h"
+
+typedef struct pd_server_opts {
+    int id, npservers, ntrainers;
+    const char *bind_addr;  /* NULL: every interface */
+    int port;               /* first port; 0: find a free range */
+    uint8_t secret[PD_SECRET];
+    uint8_t job[PD_JOB_ID];
+    const char *init_shard; /* start from a saved shard */
+    int ready_fd;           /* >= 0: write "PORT\n" there once listening */
+    volatile int *stop;     /* set by a signal: exit */
+    double idle_timeout;    /* exit when no trainer came for this long (0: never) */
+} pd_server_opts;
+
+int pd_server_run(const pd_recipe *r, const pd_server_opts *o);
+
+#endif
