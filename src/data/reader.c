@@ -258,10 +258,12 @@ static int parse_numbers(char *line, char sep, double *vals, int max, const char
         if (*p == sep) {
             p++;
             while (*p == ' ' || *p == '\t') p++;
-            if (*p == '\0' || *p == '\n' || *p == '\r')
+            if (*p == '\0' || *p == '\n' || *p == '\r' || *p == sep)
                 return pd_err_set(PD_EDATA, "%s:%ld: empty field %d", file, lineno, n + 1), -1;
         } else if (*p && *p != '\n' && *p != '\r') {
             return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a number", file, lineno, n), -1;
+        } else {
+            break;
         }
     }
     return n;

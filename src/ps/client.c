@@ -386,10 +386,13 @@ int pd_client_init(pd_client *c, pd_net *net)
         }
     }
     int pending = 0;
-    for (int s = 0; s < c->np; s++) {
-        pd_conn_queue(&c->conns[s * c->nper], PD_MSG_INIT_DONE, c->trainer == 0, 0, NULL, 0, NULL, 0);
-        pending++;
-    }
+    /* trainer 0 says INIT_DONE on every connection, after its INIT frames
+     * there; the others ask once per pserver */
+    for (int s = 0; s < c->np; s++)
+        for (int k = 0; k < (c->trainer == 0 ? c->nper : 1); k++) {
+            pd_conn_queue(&c->conns[s * c->nper + k], PD_MSG_INIT_DONE, c->trainer == 0, 0, NULL, 0, NULL, 0);
+            pending++;
+        }
     int want = PD_MSG_READY;
     if ((rc = exchange(c, net, &pending, on_simple, &want)) < 0) return rc;
     return pull_dense(c, net);

@@ -84,6 +84,7 @@ typedef struct server {
     int *block_index;       /* global block -> index in blocks, or -1 */
     stable *tables;
     int ready;              /* parameters initialised */
+    int init_done;          /* INIT_DONE frames from trainer 0 */
     waiter *ready_wait;
     int nready_wait, cap_ready_wait;
     uint8_t *active;        /* trainer counts towards barriers this pass */
@@ -496,7 +497,9 @@ static int on_frame(server *s, int slot, pd_frame *f)
         return 0;
     case PD_MSG_INIT_DONE:
         if (f->len) return pd_err_set(PD_EPROTO, "INIT_DONE with a payload");
-        if (f->a == 1 && T == 0 && !s->ready) {
+        /* trainer 0 sends INIT_DONE on each of its connections, after that
+         * connection's INIT frames: ready once all of them arrived */
+        if (f->a == 1 && T == 0 && !s->ready && ++s->init_done == s->nlisten) {
             PD_INFO("parameters initialised by trainer 0");
             mark_ready(s);
         }

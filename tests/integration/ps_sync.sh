@@ -1,0 +1,88 @@
+# ps_sync.sh - distributed training gives what local training gives:
+# sync with 2 trainers of batch b == paddle train with batch 2b over the same
+# samples (SGD and Adam, dense and sparse parameters); async converges.
+. "$ROOT/tests/integration/lib.sh"
+PY=/usr/bin/python3
+
+$PY - <<'P'
+import numpy as np
+rng = np.random.default_rng(7)
+n = 400
+item = rng.integers(0, 50, n)
+x = rng.normal(size=(n, 4))
+w = rng.normal(size=4)
+bias = rng.normal(size=50)
+y = x @ w + bias[item] + 0.1 * rng.normal(size=n)
+with open("train.csv", "w") as f:
+    for i in range(n):
+        f.write("%d,%s,%.6f\n" % (item[i], ",".join("%.6f" % v for v in x[i]), y[i]))
+P
+
+for opt in sgd adam; do
+    if [ $opt = sgd ]; then o='nn.sgd { learning_rate = 0.05 }'; else o='nn.adam { learning_rate = 0.01 }'; fi
+    cat >$opt.lua <<R
+data { train = "train.csv", format = "csv" }
+model = function(nn)
+  local item, x, y = nn.id("item", 50), nn.data("x", 4), nn.data("y", 1)
+  local e = nn.embedding(item, 4)
+  local h = nn.fc(nn.concat { e, x }, 8, "tanh")
+  return nn.square_error_cost(nn.fc(h, 1), y)
+end
+optimizer = $o
+settings { passes = 2, max_batches = 6, seed = 3 }
+R
+    run_capture "$PADDLE" train $opt.lua --batch_size=20 --save_dir=local_$opt
+    [ $rc -eq 0 ] || { fail "sync_equals_local_$opt" "paddle train failed: $out"; continue; }
+    run_capture "$PADDLE" run $opt.lua --batch_size=10 --trainers=2 --pservers=2 --save_dir=dist_$opt
+    [ $rc -eq 0 ] || { fail "sync_equals_local_$opt" "paddle run failed: $out"; continue; }
+    if msg=$($PY - local_$opt/pass-00001 dist_$opt/pass-00001 <<'P'
+import json, sys
+import numpy as np
+a, b = sys.argv[1], sys.argv[2]
+names = [p["name"] for p in json.load(open(a + "/manifest.json"))["params"]]
+assert len(names) == 5, names
+worst = 0.0
+for n in names:
+    x, y = np.load("%s/%s.npy" % (a, n)), np.load("%s/%s.npy" % (b, n))
+    assert x.shape == y.shape, (n, x.shape, y.shape)
+    err = np.abs(x - y).max() / max(1e-6, np.abs(x).max())
+    worst = max(worst, err)
+    if err > 1e-5:
+        print("%s differs: relative %.3g" % (n, err)); sys.exit(1)
+init = np.load(a + "/embedding_0.w_0.npy")
+print("max relative difference %.3g over %d parameters" % (worst, len(names)))
+P
+    ); then pass "sync_equals_local_$opt"; echo "$msg"; else fail "sync_equals_local_$opt" "$msg"; fi
+done
+
+# the parameters did move: the distributed model is not the initial one
+run_capture "$PADDLE" train sgd.lua --batch_size=20 --passes=1 --max_batches=1 --learning_rate=0 2>/dev/null
+if $PY -c "
+import numpy as np, sys
+a = np.load('local_sgd/pass-00001/fc_0.w_0.npy'); b = np.load('dist_sgd/pass-00001/fc_0.w_0.npy')
+sys.exit(0 if np.abs(a).sum() > 0 and np.allclose(a, b, rtol=1e-5, atol=1e-7) else 1)"; then
+    pass sync_models_nontrivial
+else
+    fail sync_models_nontrivial "models are empty or differ"
+fi
+
+# async: fit-a-line with 2 trainers converges
+"$ROOT/recipes/prepare.sh" && mkdir -p data/uci_housing && cp "$ROOT/recipes/data/uci_housing/housing.data" data/uci_housing/
+cp "$ROOT/recipes/fit_a_line.lua" .
+run_capture "$PADDLE" run fit_a_line.lua --mode=async --passes=60 --log_period=1000 --save_dir=async_out
+last=$(grep -o 'pass 59 done.*test cost [0-9.e+-]*' <<<"$out" | awk '{print $NF}')
+if [ $rc -eq 0 ] && [ -n "$last" ] && awk -v c="$last" 'BEGIN { exit !(c < 30) }'; then
+    pass async_converges; echo "async test cost after 60 passes: $last"
+else
+    fail async_converges "rc $rc, final test cost '$last'"
+fi
+# the seeds' check line and the logs
+if grep -q 'step 10, loss: \[' <<<"$out"; then pass step10_line; else fail step10_line "no 'step 10, loss: [...]' line"; fi
+for f in server.log train.log paddle_pserver.INFO paddle_trainer.INFO; do
+    [ -s log/$f ] || { fail logs "log/$f missing or empty"; continue 2; }
+done
+if grep -q 'Server listening on' log/paddle_pserver.INFO && grep -q '^\[trainer 1\]' log/train.log; then
+    pass logs
+else
+    fail logs "log files lack the expected lines"
+fi
