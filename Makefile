@@ -69,10 +69,9 @@ build/$(1)/unit_tests: $$(UNIT_OBJS_$(1)) $$(LIB_OBJS_$(1))
 -include $$(OBJS_$(1):.o=.d) $$(UNIT_OBJS_$(1):.o=.d)
 endef
 
+, := ,
 $(eval $(call flavour,musl,musl-gcc,-O2 -g,-static -s,musl,paddle,static-musl))
 $(eval $(call flavour,asan,gcc,-O1 -g -fno-omit-frame-pointer -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined,-fsanitize=address$(,)undefined,glibc,paddle-asan,glibc-asan))
-
-, := ,
 
 # install the build tools a fresh Debian machine lacks, before any fetch
 $(foreach p,$(VENDOR_PKGS),$(eval $(VENDOR_SRC_$(p))/.paddle-unpacked: | build/.tools))

@@ -66,16 +66,24 @@ local function read_lines(path)
   return lines
 end
 
+-- While the model function runs: its file and the line of its last
+-- `return`. A layer call made as a tail call (`return nn.fc(...)`) leaves
+-- no recipe frame on the stack; its errors point there instead.
+local model_return
+
 -- The recipe position of the caller of a declaration: "file:line".
 -- level counts from the function that wants to know its caller.
 local function caller(level)
-  for l = level + 1, level + 12 do
-    local info = debug.getinfo(l, "Sl")
+  local tail = false
+  for l = 2, level + 12 do
+    local info = debug.getinfo(l, "Slt")
     if not info then break end
-    if info.source:sub(1, 1) == "@" and sources[info.source:sub(2)] then
+    if l > level and info.source:sub(1, 1) == "@" and sources[info.source:sub(2)] then
       return info.source:sub(2), info.currentline
     end
+    tail = tail or info.istailcall
   end
+  if tail and model_return then return model_return.file, model_return.line end
   return nil, nil
 end
 
@@ -84,13 +92,19 @@ local function at(file, line)
   return string.format("%s:%d", file, line or 0)
 end
 
--- Find the line of `key =` at or after line `from` in file.
+-- Find the line of `key =` in the call that starts on line `from` of file:
+-- from there to where its brackets close (strings and comments skipped).
+-- A key that is not written there (a table built elsewhere) gives `from`.
 local function key_line(file, from, key)
   local lines = file and sources[file]
-  if not lines then return from end
-  local pat = "%f[%w_]" .. key:gsub("%p", "%%%0") .. "%s*="
-  for i = from or 1, math.min(#lines, (from or 1) + 400) do
-    if lines[i]:find(pat) then return i end
+  if not lines or not from then return from end
+  local pat = "%f[%w_]" .. key:gsub("%p", "%%%0") .. "%s*=[^=]"
+  local depth = 0
+  for i = from, math.min(#lines, from + 400) do
+    local code = (lines[i] .. " "):gsub("\\.", ""):gsub('"[^"]*"', '""'):gsub("'[^']*'", "''"):gsub("%-%-.*", "")
+    if code:find(pat) then return i end
+    for c in code:gmatch("[{}()]") do depth = depth + ((c == "{" or c == "(") and 1 or -1) end
+    if depth <= 0 then break end
   end
   return from
 end
@@ -133,7 +147,7 @@ local schema = {
   data = {
     train = str(nil),
     test = str(nil),
-    format = enum({ "uci_housing", "csv", "libsvm" }, "csv"),
+    format = enum({ "uci_housing", "csv", "libsvm", "movielens" }, "csv"),
     header = bool(false),
     columns = strlist(),
     label = int(0, 1000000, nil),
@@ -156,6 +170,7 @@ local schema = {
     use_gpu = bool(false),
     server_timeout = num(1, 86400, 120),
     save_dir = str("output"),
+    checkpoint_dir = str(nil),
     threads = int(0, 1024, 0),
     num_gradient_servers = int(1, 4096, nil),
   },
@@ -251,6 +266,7 @@ local function new_builder()
   local layers = {}           -- in creation order
   local counters = {}
   local names = {}
+  local tables = {}           -- shared embedding tables (opts.param) by name
 
   local Node = {}
   Node.__index = Node
@@ -261,6 +277,13 @@ local function new_builder()
 
   local function where() return at(caller(2)) end
 
+  -- The line of `key =` in the options of the call at w ("file:line").
+  local function key_at(w, key)
+    local file, line = (w or ""):match("^(.*):(%d+)$")
+    if not file then return w end
+    return at(file, key_line(file, tonumber(line), key))
+  end
+
   local function opts_table(opts, fname, allowed, w)
     if opts == nil then return {} end
     if type(opts) ~= "table" or is_node(opts) then
@@ -269,7 +292,7 @@ local function new_builder()
     for k in pairs(opts) do
       if type(k) ~= "string" or not allowed[k] then
         local list = keys_of(allowed)
-        fail(w, "nn.%s: unknown option '%s'%s", fname, tostring(k), suggest(tostring(k), list))
+        fail(key_at(w, tostring(k)), "nn.%s: unknown option '%s'%s", fname, tostring(k), suggest(tostring(k), list))
       end
     end
     return opts
@@ -334,6 +357,7 @@ local function new_builder()
     return function(name, size, opts)
       local w = where()
       if type(name) ~= "string" then fail(w, "nn.%s: the first argument must be the slot name", fname) end
+      if #name > 31 then fail(w, "nn.%s: slot name '%s' is too long (31 characters at most)", fname, name) end
       size = size_arg(size, fname, kind == "dense" and "size" or "the id range", w)
       opts_table(opts, fname, {}, w)
       return add({ type = "data", kind = kind, size = kind == "dense" and size or 1,
@@ -350,7 +374,7 @@ local function new_builder()
     if act == nil then return "linear" end
     if type(act) ~= "string" then fail(w, "nn.%s: act must be a string", fname) end
     for _, a in ipairs(acts) do if a == act then return act end end
-    fail(w, "nn.%s: unknown activation '%s'%s", fname, act, suggest(act, acts))
+    fail(key_at(w, "act"), "nn.%s: unknown activation '%s'%s", fname, act, suggest(act, acts))
   end
 
   -- nn.fc(input, size [, act | opts])
@@ -384,9 +408,19 @@ local function new_builder()
       fail(w, "nn.embedding: input '%s' must hold ids (nn.id or nn.id_list), it is dense", input.name)
     end
     dim = size_arg(dim, "embedding", "dim", w)
+    local param = opts.param
+    if param ~= nil and (type(param) ~= "string" or not param:match("^[%w_%.%-]+$")) then
+      fail(key_at(w, "param"), "nn.embedding: param must be a string of letters, digits, '_', '.' or '-'")
+    end
+    local first = param and tables[param]
+    if first and (first.rows ~= input.range or first.cols ~= dim) then
+      fail(w, "nn.embedding: table '%s' is %dx%d here but %dx%d at %s; a shared table needs the same id range and dim",
+        param, input.range, dim, first.rows, first.cols, first.where)
+    end
     local node = add({ type = "embedding", inputs = { input }, size = dim, seq = input.seq }, "embedding", w, opts.name)
-    node.params = { { name = opts.param or (node.name .. ".w_0"), rows = input.range, cols = dim, sparse = true,
+    node.params = { { name = param or (node.name .. ".w_0"), rows = input.range, cols = dim, sparse = true,
                       init = check_init(opts.init, "embedding", w) or { kind = "xavier", a = 0, b = 0 } } }
+    if param and not first then tables[param] = { rows = input.range, cols = dim, where = w } end
     return node
   end
 
@@ -396,6 +430,7 @@ local function new_builder()
     opts = opts_table(opts, "seq_pool", { name = true }, w)
     need_node(input, "seq_pool", "input", w)
     if not input.seq then fail(w, "nn.seq_pool: input '%s' is not a sequence", input.name) end
+    if input.kind == "id_list" then fail(w, "nn.seq_pool: input '%s' holds ids; use nn.embedding on it first", input.name) end
     pool = pool or "sum"
     local ok = false
     for _, p in ipairs(pools) do if p == pool then ok = true end end
@@ -560,7 +595,12 @@ local function new_env(state)
   local env = {}
   for _, k in ipairs(safe_base) do env[k] = _G[k] end
   for _, k in ipairs(safe_libs) do env[k] = copy(_G[k]) end
-  env.os = { time = os.time, clock = os.clock, date = os.date, getenv = os.getenv }
+  env.os = setmetatable({ time = os.time, clock = os.clock, date = os.date, getenv = os.getenv }, {
+    __index = function(_, k)
+      fail(at(caller(1)), "os.%s is not available in a recipe (os has only time, clock, date and getenv)",
+        tostring(k))
+    end,
+  })
   env._VERSION = _VERSION
 
   for _, decl in ipairs(declaration_names) do
@@ -582,24 +622,60 @@ local function new_env(state)
 
   env.nn = state.nn
 
+  -- model and optimizer live in state.globals, so that every assignment
+  -- comes through __newindex and state.assigned knows the line of the last.
   local assignable = { model = true, optimizer = true }
-  local all_names = {}
+  local unavailable = { io = true, require = true, dofile = true, loadfile = true, load = true,
+                        package = true, debug = true, collectgarbage = true, coroutine = true }
+  state.globals, state.assigned = {}, {}
   setmetatable(env, {
     __newindex = function(t, k, v)
-      if assignable[k] then rawset(t, k, v) return end
       local file, line = caller(1)
+      if assignable[k] then
+        -- Lua reports a multi-line assignment at its last line: find its first
+        local lines = sources[file] or {}
+        local info = type(v) == "function" and debug.getinfo(v, "S")
+        if info and info.source == "@" .. tostring(file) then
+          line = info.linedefined
+        else
+          for i = line or 1, math.max(1, (line or 1) - 200), -1 do
+            if lines[i] and lines[i]:find("%f[%w_]" .. k .. "%s*=[^=]") then line = i break end
+          end
+        end
+        state.globals[k], state.assigned[k] = v, at(file, line)
+        return
+      end
       fail(at(file, line), "assignment to undeclared global '%s' (declare it 'local %s', or set model/optimizer)",
         tostring(k), tostring(k))
     end,
     __index = function(t, k)
-      if k == "model" or k == "optimizer" then return nil end
+      if assignable[k] then return state.globals[k] end
       local file, line = caller(1)
-      if #all_names == 0 then
-        for name in pairs(env) do all_names[#all_names + 1] = name end
-        all_names[#all_names + 1] = "model"
-        all_names[#all_names + 1] = "optimizer"
+      if unavailable[k] then
+        fail(at(file, line), "'%s' is not available in a recipe (no files, programs or modules; " ..
+          "use include \"file.lua\" for another recipe file)", tostring(k))
       end
-      local n = nearest(tostring(k), all_names)
+      -- suggest among the globals and the locals in scope where the name was read
+      local names = { "model", "optimizer" }
+      for name in pairs(env) do names[#names + 1] = name end
+      for l = 2, 14 do
+        local info = debug.getinfo(l, "Sf")
+        if not info then break end
+        if info.source == "@" .. tostring(file) then
+          for i = 1, 250 do
+            local name = debug.getlocal(l, i)
+            if not name then break end
+            if name:sub(1, 1) ~= "(" then names[#names + 1] = name end
+          end
+          for i = 1, 255 do
+            local name = debug.getupvalue(info.func, i)
+            if not name then break end
+            if name ~= "_ENV" then names[#names + 1] = name end
+          end
+          break
+        end
+      end
+      local n = nearest(tostring(k), names)
       fail(at(file, line), "undefined name '%s'%s", tostring(k),
         n and string.format(" (did you mean '%s'?)", n) or "")
     end,
@@ -691,28 +767,50 @@ local function resolve(state, recipe_path)
     recipe = recipe_path,
     recipe_dir = dirname(recipe_path),
   }
-  local cw = state.decls.cluster and at(state.decls.cluster.file, state.decls.cluster.line) or recipe_path
+  local function key_where(name, key)
+    local d = state.decls[name]
+    if not d or not d.file then return recipe_path end
+    return at(d.file, key_line(d.file, d.line, key))
+  end
+  local cw = key_where("cluster", "hosts")
   local hosts = {}
   for i, h in ipairs(out.cluster.hosts) do hosts[i] = parse_host(h, cw) end
   out.cluster.hosts = hosts
+  for _, key in ipairs(#hosts > 0 and { "pserver_hosts", "trainer_hosts" } or {}) do
+    for _, name in ipairs(out.cluster[key]) do
+      local found = false
+      for _, h in ipairs(hosts) do found = found or h.spec == name or h.host == name end
+      if not found then fail(key_where("cluster", key), "cluster.%s names '%s', which is not in cluster.hosts", key, name) end
+    end
+  end
   local nhosts = math.max(1, #hosts)
   if out.job.pservers == nil then out.job.pservers = #hosts > 0 and nhosts or 1 end
   if out.job.trainers == nil then out.job.trainers = #hosts > 0 and nhosts or 1 end
   if out.settings.use_gpu then out.settings.device = "cuda" end
   if out.job.workspace and out.job.deployed then
-    fail(at(state.decls.job.file, state.decls.job.line),
+    fail(key_where("job", "deployed"),
       "job: give either workspace (dispatched to every node) or deployed (already there), not both")
   end
   if out.settings.mode == "sync" and out.job.pservers == 0 and out.job.trainers > 1 then
-    fail(nil, "job: %d trainers need at least one pserver", out.job.trainers)
+    fail(key_where("job", "pservers"), "job: %d trainers need at least one pserver in sync mode", out.job.trainers)
   end
 
   -- model
-  local env = state.env
-  local model = rawget(env, "model")
+  local model, mw = state.globals.model, state.assigned.model
   if model == nil then fail(recipe_path, "missing 'model': set model = function(nn) ... return cost end") end
-  if type(model) ~= "function" then fail(recipe_path, "'model' must be a function(nn) returning the cost layer") end
+  if type(model) ~= "function" then
+    fail(mw, "'model' must be a function(nn) returning the cost layer, got %s", typename(model))
+  end
+  local info = debug.getinfo(model, "S")
+  if info.source:sub(1, 1) == "@" and sources[info.source:sub(2)] then
+    local file, ret = info.source:sub(2), info.linedefined
+    for i = info.lastlinedefined, info.linedefined, -1 do
+      if sources[file][i] and sources[file][i]:find("%f[%w_]return%f[^%w_]") then ret = i break end
+    end
+    model_return = { file = file, line = ret }
+  end
   local result = model(state.nn)
+  model_return = nil
   local cost, metrics, predict
   if state.is_node(result) then
     cost = result
@@ -721,13 +819,14 @@ local function resolve(state, recipe_path)
     metrics = result.metrics
     for k in pairs(result) do
       if k ~= "cost" and k ~= "predict" and k ~= "metrics" then
-        fail(recipe_path, "model returned an unknown field '%s'%s", tostring(k),
+        fail(mw, "model returned an unknown field '%s'%s", tostring(k),
           suggest(tostring(k), { "cost", "predict", "metrics" }))
       end
     end
   end
   if not state.is_node(cost) or not cost.cost then
-    fail(recipe_path, "model must return a cost layer (e.g. nn.square_error_cost) or { cost = ..., metrics = { ... } }")
+    fail(mw, "model must return a cost layer (e.g. nn.square_error_cost) or { cost = ..., metrics = { ... } }, got %s",
+      state.is_node(cost) and tostring(cost) or typename(result))
   end
   local layers = {}
   for i, n in ipairs(state.layers) do
@@ -744,23 +843,23 @@ local function resolve(state, recipe_path)
   out.predict = predict and state.is_node(predict) and predict.index or nil
   out.metrics = {}
   if metrics ~= nil then
-    if type(metrics) ~= "table" then fail(recipe_path, "model: metrics must be a table of layers") end
+    if type(metrics) ~= "table" then fail(mw, "model: metrics must be a table of layers") end
     for k, m in pairs(metrics) do
-      if not state.is_node(m) then fail(recipe_path, "model: metric '%s' is not a layer", tostring(k)) end
+      if not state.is_node(m) then fail(mw, "model: metric '%s' is not a layer", tostring(k)) end
       out.metrics[#out.metrics + 1] = { name = type(k) == "string" and k or m.name, layer = m.index }
     end
     table.sort(out.metrics, function(a, b) return a.name < b.name end)
   end
 
-  local opt = rawget(env, "optimizer")
+  local opt = state.globals.optimizer
   if opt == nil then fail(recipe_path, "missing 'optimizer': e.g. optimizer = nn.sgd { learning_rate = 0.01 }") end
   if getmetatable(opt) == nil or getmetatable(opt).__name ~= "paddle.optimizer" then
-    fail(recipe_path, "'optimizer' must be made by nn.sgd, nn.momentum, nn.adagrad, nn.adam or nn.rmsprop")
+    fail(state.assigned.optimizer, "'optimizer' must be made by nn.sgd, nn.momentum, nn.adagrad, nn.adam or nn.rmsprop")
   end
   out.optimizer = opt
 
   if not out.data.train then
-    fail(recipe_path, "missing data.train: data { train = \"train.list\", format = \"...\" }")
+    fail(key_where("data", "train"), "missing data.train: data { train = \"train.list\", format = \"...\" }")
   end
   return out
 end
@@ -768,6 +867,7 @@ end
 -- Load a recipe. overrides: list of { key =, value = } from the command line.
 function M.load(path, cluster_path, overrides)
   local state = { decls = {} }
+  model_return = nil
   state.nn, state.layers, state.is_node = new_builder()
   state.env = new_env(state)
   state.run = function(p, from) load_file(p, state.env, from) end
@@ -778,7 +878,7 @@ function M.load(path, cluster_path, overrides)
     cstate.nn = state.nn
     cstate.env = new_env(cstate)
     cstate.run = function(p, from) load_file(p, cstate.env, from) end
-    cstate.run(cluster_path, nil)
+    cstate.run(cluster_path, "--cluster")
     if not cstate.decls.cluster then fail(cluster_path, "no cluster { ... } declaration in this file") end
     state.decls.cluster = cstate.decls.cluster
   end

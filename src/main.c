@@ -16,6 +16,7 @@
 #include "lua/recipe.h"
 #include "nn/net.h"
 #include "nn/train.h"
+#include "launch/env.h"
 #include "launch/local.h"
 #include "launch/secret.h"
 #include "ps/server.h"
@@ -41,6 +42,9 @@ typedef struct command {
 
 static const command *find_command(const char *name);
 static void print_commands(FILE *f);
+
+/* paddle gen: in src/data/gen.c */
+int pd_cmd_gen(int argc, char **argv);
 
 /* --- version ------------------------------------------------------------- */
 
@@ -399,6 +403,41 @@ static int cmd_run(int argc, char **argv)
     return rc;
 }
 
+/* `paddle start`: the role from the environment, then that role's command. */
+static int cmd_start(int argc, char **argv)
+{
+    pd_env_role e;
+    if (argc < 2 || strncmp(argv[1], "--", 2) == 0) {
+        fprintf(stderr, "paddle start: missing argument (the recipe)\n'paddle help start' shows the usage.\n");
+        return 2;
+    }
+    if (pd_env_role_get(&e) < 0) {
+        fprintf(stderr, "paddle start: %s\n", pd_err_msg());
+        return 2;
+    }
+    /* argv of the role command: role, recipe, the user's options, then ours */
+    char **a = pd_xcalloc((size_t)argc + 8, sizeof *a);
+    int n = 0;
+    a[n++] = pd_xstrdup(e.kind == PD_ROLE_PSERVER ? "pserver" : "trainer");
+    for (int i = 1; i < argc; i++) a[n++] = pd_xstrdup(argv[i]);
+    a[n++] = pd_xasprintf("--trainers=%d", e.ntrainers);
+    if (e.kind == PD_ROLE_PSERVER) {
+        a[n++] = pd_xasprintf("--pservers=%d", e.npservers);
+        a[n++] = pd_xasprintf("--pserver_id=%d", e.id);
+        a[n++] = pd_xasprintf("--port=%d", e.port);
+        a[n++] = pd_xasprintf("--bind=%s", e.bind);
+    } else {
+        a[n++] = pd_xasprintf("--pservers=%s", e.endpoints);
+        a[n++] = pd_xasprintf("--trainer_id=%d", e.id);
+    }
+    fprintf(stderr, "paddle start: %s %d of %s (%s variables)\n", pd_role_name(e.kind), e.id,
+            e.kind == PD_ROLE_PSERVER ? e.endpoints : "the job", e.scheme);
+    int rc = e.kind == PD_ROLE_PSERVER ? cmd_pserver(n, a) : cmd_trainer(n, a);
+    for (int i = 0; i < n; i++) free(a[i]);
+    free(a);
+    return rc;
+}
+
 /* --- the table ------------------------------------------------------------ */
 
 
@@ -435,6 +474,25 @@ static const command commands[] = {
      "Connects to every pserver (printing which are not ready while it waits, up to\n"
      "settings.server_timeout seconds), trains on its share of the data, and, as\n"
      "trainer 0, initialises the pservers, tests after each pass and writes the model.\n"},
+    {"start", cmd_start, "RECIPE [--key=value ...]",
+     "Run the role the environment names (Kubernetes, MPI, Slurm).",
+     "Reads PaddlePaddle's variables, either scheme:\n"
+     "  PADDLE_TRAINING_ROLE | TRAINING_ROLE            PSERVER or TRAINER\n"
+     "  PADDLE_PSERVER_IPS + PADDLE_PSERVER_PORT | PADDLE_PSERVERS_IP_PORT_LIST\n"
+     "  PADDLE_TRAINERS | PADDLE_TRAINERS_NUM           number of trainers\n"
+     "  PADDLE_CURRENT_IP | POD_IP + PADDLE_PORT        this pserver's address\n"
+     "  PADDLE_TRAINER_ID                               this trainer's index\n"
+     "Under mpirun or srun without a role variable, ranks 0..P-1 are the pservers\n"
+     "and the rest the trainers. The job secret comes from PADDLE_JOB_SECRET (64 hex\n"
+     "digits) or PADDLE_JOB_SECRET_FILE, the same for every role. A missing or\n"
+     "contradictory variable is an error naming it.\n"},
+    {"gen", pd_cmd_gen, "movielens --out DIR [--seed N] [--ratings N] [--users N] [--movies N]",
+     "Write a synthetic data set shaped like a real one, with a planted structure.",
+     "movielens: users.dat, movies.dat and ratings.dat as MovieLens-1M (Latin-1,\n"
+     "'::'-separated; 6040 users, 3883 movies, 1,000,209 ratings by default; fewer\n"
+     "--ratings scale users and movies down). Ratings follow planted user and movie\n"
+     "biases and latent factors (from demographics and genres) plus noise. Prints the\n"
+     "test RMSE of predicting the mean and of the planted truth. Same seed, same bytes.\n"},
     {"version", cmd_version, "", "Print the version and what this binary is built with.",
      "Version, git revision, build flavour, and the versions of Lua, libssh2, its\n"
      "crypto library and OpenBLAS, with the BLAS core chosen for this CPU.\n"},

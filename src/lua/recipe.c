@@ -348,6 +348,14 @@ long pd_recipe_layer_params(const pd_layer_desc *l)
 long pd_recipe_params(const pd_recipe *r)
 {
     long n = 0;
-    for (int i = 0; i < r->nlayers; i++) n += pd_recipe_layer_params(&r->layers[i]);
+    for (int i = 0; i < r->nlayers; i++)
+        for (int j = 0; j < r->layers[i].nparams; j++) {
+            const pd_param_desc *p = &r->layers[i].params[j];
+            int seen = 0; /* a shared table counts once */
+            for (int k = 0; k < i && !seen; k++)
+                for (int m = 0; m < r->layers[k].nparams; m++)
+                    if (strcmp(r->layers[k].params[m].name, p->name) == 0) seen = 1;
+            if (!seen) n += (long)p->rows * p->cols;
+        }
     return n;
 }

@@ -52,9 +52,14 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     struct limits *lim;
     lua_getallocf(L, (void **)&lim);
     lim->instructions += INSTR_STEP;
-    if (lim->instructions > INSTR_LIMIT)
-        luaL_error(L, "recipe ran over %d million instructions: an endless loop?",
-                   (int)(INSTR_LIMIT / 1000000));
+    if (lim->instructions > INSTR_LIMIT) {
+        /* level 0 inside a hook is the running function: the recipe line */
+        luaL_where(L, 0);
+        lua_pushfstring(L, "recipe ran over %d million instructions: an endless loop?",
+                        (int)(INSTR_LIMIT / 1000000));
+        lua_concat(L, 2);
+        lua_error(L);
+    }
 }
 
 static int load_embedded(lua_State *L)

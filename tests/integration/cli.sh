@@ -1,0 +1,107 @@
+# cli.sh - the command line: version, help, usage errors, the static binary,
+# and `paddle check` on every shipped recipe.
+. "$ROOT/tests/integration/lib.sh"
+
+# has NAME TEXT: pass when $out holds TEXT, else fail with the output
+has() {
+    if [[ "$out" == *"$2"* ]]; then pass "$1"; else fail "$1" "output lacks '$2': $out"; fi
+}
+
+run_capture "$PADDLE" version
+if [ "$rc" -eq 0 ]; then pass version-exit; else fail version-exit "exit $rc: $out"; fi
+has version-paddle "paddle "
+has version-lua "  lua      Lua 5.4"
+has version-libssh2 "  libssh2  1."
+has version-crypto "  crypto   "
+has version-blas "  blas     OpenBLAS"
+
+run_capture "$PADDLE" --version
+if [ "$rc" -eq 0 ] && [[ "$out" == *"  lua      Lua 5.4"* ]]; then pass version-flag; else fail version-flag "exit $rc: $out"; fi
+
+expect_error version-extra-argument 2 "paddle version: unexpected argument 'now'" "$PADDLE" version now
+
+run_capture "$PADDLE" help
+if [ "$rc" -eq 0 ] && [[ "$out" == *"usage: paddle <command>"* ]] && [[ "$out" == *"  check "* ]] &&
+    [[ "$out" == *"  version "* ]] && [[ "$out" == *"  help "* ]]; then
+    pass help
+else
+    fail help "exit $rc: $out"
+fi
+
+run_capture "$PADDLE" help check
+if [ "$rc" -eq 0 ] && [[ "$out" == *"usage: paddle check RECIPE"* ]] && [[ "$out" == *"--key=value"* ]]; then
+    pass help-check
+else
+    fail help-check "exit $rc: $out"
+fi
+
+run_capture "$PADDLE" help frobnicate
+if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle help: unknown command 'frobnicate'"* ]]; then
+    pass help-unknown-command
+else
+    fail help-unknown-command "exit $rc: $out"
+fi
+
+# no command: the usage on stdout, exit 2
+run_capture "$PADDLE"
+if [ "$rc" -eq 2 ] && [[ "$out" == *"usage: paddle <command>"* ]]; then pass no-command; else fail no-command "exit $rc: $out"; fi
+
+run_capture "$PADDLE" frobnicate recipe.lua
+if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle: unknown command 'frobnicate'"* ]] && [[ "$out" == *"commands:"* ]]; then
+    pass unknown-command
+else
+    fail unknown-command "exit $rc: $out"
+fi
+
+# usage errors name the argument and point at the help
+run_capture "$PADDLE" check --bogus x.lua
+if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle check: unknown option '--bogus'"* ]] &&
+    [[ "$out" == *"'paddle help check' shows the usage."* ]]; then
+    pass unknown-flag
+else
+    fail unknown-flag "exit $rc: $out"
+fi
+
+run_capture "$PADDLE" check
+if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle check: missing argument"* ]]; then pass check-no-recipe; else fail check-no-recipe "exit $rc: $out"; fi
+
+run_capture "$PADDLE" check a.lua b.lua
+if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle check: unexpected argument 'b.lua'"* ]]; then
+    pass check-two-recipes
+else
+    fail check-two-recipes "exit $rc: $out"
+fi
+
+run_capture "$PADDLE" check a.lua --cluster
+if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle check: --cluster needs a file"* ]]; then
+    pass cluster-needs-file
+else
+    fail cluster-needs-file "exit $rc: $out"
+fi
+
+expect_error check-missing-recipe 2 "paddle: cannot open nothere.lua" "$PADDLE" check nothere.lua
+
+# the release binary is static; the sanitizer build is not
+if [[ "$PADDLE" == *-asan ]]; then
+    pass static-binary-skipped-for-asan
+elif ! command -v file >/dev/null; then
+    fail static-binary "the 'file' command is missing"
+else
+    run_capture file -L "$PADDLE"
+    if [[ "$out" == *"statically linked"* ]]; then pass static-binary; else fail static-binary "$out"; fi
+fi
+
+# every shipped recipe checks
+n=0
+for r in "$ROOT"/recipes/*.lua; do
+    [ -e "$r" ] || continue
+    n=$((n + 1))
+    name=recipe-$(basename "$r" .lua)
+    run_capture "$PADDLE" check "$r"
+    if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | tail -n 1)" = ok ]; then
+        pass "$name"
+    else
+        fail "$name" "exit $rc: $out"
+    fi
+done
+if [ "$n" -gt 0 ]; then pass shipped-recipes-found; else fail shipped-recipes-found "no recipes in $ROOT/recipes"; fi

@@ -1,0 +1,110 @@
+# env_roles.sh - `paddle start` takes its role from PaddlePaddle's
+# environment variables (Fluid and Fleet names, mpirun/srun ranks), and
+# names any variable that is missing or contradicts another.
+. "$ROOT/tests/integration/lib.sh"
+
+"$ROOT/recipes/prepare.sh" && mkdir -p data/uci_housing && cp "$ROOT/recipes/data/uci_housing/housing.data" data/uci_housing/
+cp "$ROOT/recipes/fit_a_line.lua" .
+export PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+clean_env() {
+    unset PADDLE_TRAINING_ROLE TRAINING_ROLE PADDLE_PSERVER_IPS PADDLE_PSERVER_PORT PADDLE_PSERVERS_IP_PORT_LIST \
+        PADDLE_TRAINERS PADDLE_TRAINERS_NUM PADDLE_CURRENT_IP POD_IP PADDLE_PORT PADDLE_TRAINER_ID \
+        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE SLURM_PROCID SLURM_NTASKS
+}
+# a base port whose next one is free too, below the ephemeral range (where
+# outgoing connections could take port+1)
+free_port() {
+    /usr/bin/python3 - <<'P'
+import random, socket
+while True:
+    p = random.randrange(20000, 32000)
+    try:
+        ss = []
+        for q in (p, p + 1):
+            for ip in ("127.0.0.1", "127.0.0.2"):
+                s = socket.socket(); s.bind((ip, q)); ss.append(s)
+        print(p); break
+    except OSError:
+        pass
+    finally:
+        for s in ss: s.close()
+P
+}
+
+# run a 2-pserver 2-trainer job; $1 = scheme; each role started by a function
+run_job() {
+    local scheme=$1 p1 p2 pids=() rc=0
+    p1=$(free_port); p2=$(free_port)
+    while [ $((p2 - p1)) -lt 3 ] && [ $((p1 - p2)) -lt 3 ]; do p2=$(free_port); done
+    for role in ps0 ps1 tr0 tr1; do
+        (
+            clean_env
+            case $scheme in
+            fluid)
+                # two pservers on one port, on two loopback addresses
+                export PADDLE_PSERVER_IPS=127.0.0.1,127.0.0.2 PADDLE_PSERVER_PORT=$p1 PADDLE_TRAINERS=2
+                case $role in
+                ps0) export PADDLE_TRAINING_ROLE=PSERVER PADDLE_CURRENT_IP=127.0.0.1 ;;
+                ps1) export PADDLE_TRAINING_ROLE=PSERVER PADDLE_CURRENT_IP=127.0.0.2 ;;
+                tr*) export PADDLE_TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=${role#tr} ;;
+                esac ;;
+            fleet)
+                export PADDLE_PSERVERS_IP_PORT_LIST=127.0.0.1:$p1,127.0.0.1:$p2 PADDLE_TRAINERS_NUM=2
+                case $role in
+                ps0) export TRAINING_ROLE=PSERVER POD_IP=127.0.0.1 PADDLE_PORT=$p1 ;;
+                ps1) export TRAINING_ROLE=PSERVER POD_IP=127.0.0.1 PADDLE_PORT=$p2 ;;
+                tr*) export TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=${role#tr} ;;
+                esac ;;
+            mpi)
+                export PADDLE_PSERVERS_IP_PORT_LIST=127.0.0.1:$p1,127.0.0.1:$p2 PADDLE_TRAINERS=2 OMPI_COMM_WORLD_SIZE=4
+                case $role in ps0) r=0 ;; ps1) r=1 ;; tr0) r=2 ;; tr1) r=3 ;; esac
+                export OMPI_COMM_WORLD_RANK=$r ;;
+            slurm)
+                export PADDLE_PSERVERS_IP_PORT_LIST=127.0.0.1:$p1,127.0.0.1:$p2 PADDLE_TRAINERS=2 SLURM_NTASKS=4
+                case $role in ps0) r=0 ;; ps1) r=1 ;; tr0) r=2 ;; tr1) r=3 ;; esac
+                export SLURM_PROCID=$r ;;
+            esac
+            exec "$PADDLE" start fit_a_line.lua --passes=3 --save_dir=out_$scheme --server_timeout=30
+        ) >"$scheme.$role.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do
+        if ! timeout 60 tail --pid="$p" -f /dev/null; then kill -9 "$p" 2>/dev/null; rc=1; fi
+        wait "$p" || rc=1
+    done
+    return $rc
+}
+
+for scheme in fluid fleet mpi slurm; do
+    if run_job $scheme && [ -s out_$scheme/pass-00002/fc_0.w_0.npy ] && grep -q 'pass 2 done' $scheme.tr0.log; then
+        pass "job_from_${scheme}_variables"
+    else
+        fail "job_from_${scheme}_variables" "$(tail -n 3 $scheme.*.log)"
+    fi
+done
+
+# each missing or contradictory variable is named
+clean_env
+base_tr() { clean_env; export PADDLE_TRAINING_ROLE=TRAINER PADDLE_PSERVER_IPS=127.0.0.1 PADDLE_PSERVER_PORT=7164 PADDLE_TRAINERS=2 PADDLE_TRAINER_ID=0; }
+base_ps() { clean_env; export TRAINING_ROLE=PSERVER PADDLE_PSERVERS_IP_PORT_LIST=127.0.0.1:7164 PADDLE_TRAINERS_NUM=1 POD_IP=127.0.0.1 PADDLE_PORT=7164; }
+case_env() { # NAME WANT SETUP...
+    local name=$1 want=$2; shift 2
+    ( "$@"; expect_error "$name" 2 "$want" "$PADDLE" start fit_a_line.lua )
+}
+case_env no_role "PADDLE_TRAINING_ROLE" eval 'base_tr; unset PADDLE_TRAINING_ROLE'
+case_env bad_role "must be PSERVER or TRAINER" eval 'base_tr; export PADDLE_TRAINING_ROLE=WORKER'
+case_env no_pservers "PADDLE_PSERVER_IPS" eval 'base_tr; unset PADDLE_PSERVER_IPS'
+case_env no_pserver_port "PADDLE_PSERVER_PORT is missing" eval 'base_tr; unset PADDLE_PSERVER_PORT'
+case_env no_trainers "PADDLE_TRAINERS" eval 'base_tr; unset PADDLE_TRAINERS'
+case_env no_trainer_id "PADDLE_TRAINER_ID is missing" eval 'base_tr; unset PADDLE_TRAINER_ID'
+case_env trainer_id_range "PADDLE_TRAINER_ID=5" eval 'base_tr; export PADDLE_TRAINER_ID=5'
+case_env roles_contradict "contradict" eval 'base_tr; export TRAINING_ROLE=PSERVER'
+case_env trainers_contradict "contradict" eval 'base_tr; export PADDLE_TRAINERS_NUM=3'
+case_env lists_contradict "contradicts" eval 'base_tr; export PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.9:7164'
+case_env no_pod_ip "PADDLE_CURRENT_IP" eval 'base_ps; unset POD_IP'
+case_env no_paddle_port "PADDLE_PORT" eval 'base_ps; unset PADDLE_PORT'
+case_env pserver_not_listed "is not in the pserver list" eval 'base_ps; export POD_IP=127.0.0.9'
+case_env ips_contradict "contradict" eval 'base_ps; export PADDLE_CURRENT_IP=127.0.0.5'
+case_env mpi_size "OMPI_COMM_WORLD_SIZE=7" eval 'base_ps; unset TRAINING_ROLE; export OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=7'
+( base_ps; unset PADDLE_JOB_SECRET; run_capture "$PADDLE" start fit_a_line.lua
+  if [ $rc -ne 0 ] && [[ "$out" == *PADDLE_JOB_SECRET* ]]; then pass no_secret; else fail no_secret "rc $rc: $out"; fi )

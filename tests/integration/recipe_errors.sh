@@ -1,0 +1,685 @@
+# recipe_errors.sh - `paddle check` on broken recipes: each mistake is one
+# line "paddle: file:line: what is wrong" and exit status 2. Each case writes
+# a small recipe into the scratch directory; the broken part comes first, so
+# the line numbers in the expected messages can be read off the here-document.
+. "$ROOT/tests/integration/lib.sh"
+
+# The parts of a valid recipe, to break one at a time: MODEL is lines 1-4,
+# OPT line 5, DATA line 6 (BASE adds settings on line 7).
+MODEL='model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(x, 1), y)
+end'
+OPT='optimizer = nn.sgd { learning_rate = 0.001 }'
+DATA='data { train = "train.list" }'
+BASE="$MODEL
+$OPT
+$DATA
+settings { batch_size = 20 }"
+
+# write FILE: the here-document on stdin becomes FILE
+write() { mkdir -p "$(dirname "$1")"; cat >"$1"; }
+
+# bad NAME 'expected text' FILE [ARGS...]: paddle check FILE exits 2 with one line
+bad() {
+    local name=$1 want=$2 file=$3; shift 3
+    expect_error "$name" 2 "$want" "$PADDLE" check "$file" "$@"
+}
+
+# --- Lua itself ---------------------------------------------------------------
+
+write syntax.lua <<EOF
+settings {
+  passes = 3
+  batch_size = 20,
+}
+EOF
+bad syntax-error "syntax.lua:3: '}' expected (to close '{' at line 1) near 'batch_size'" syntax.lua
+
+write runtime.lua <<EOF
+local n = nil
+local m = n + 1
+$BASE
+EOF
+bad runtime-error "runtime.lua:2: attempt to perform arithmetic on a nil value (local 'n')" runtime.lua
+
+# --- the schema of cluster, job, data, settings -------------------------------
+
+write unknown_cluster.lua <<EOF
+cluster {
+  hosts = {},
+  prot = 7164,
+}
+$BASE
+EOF
+bad unknown-key-cluster "unknown_cluster.lua:3: unknown key 'prot' in cluster (did you mean 'port'?)" \
+    unknown_cluster.lua
+
+write unknown_job.lua <<EOF
+job { pserver = 2, trainers = 2 }
+$BASE
+EOF
+bad unknown-key-job "unknown_job.lua:1: unknown key 'pserver' in job (did you mean 'pservers'?)" unknown_job.lua
+
+write unknown_data.lua <<EOF
+$MODEL
+$OPT
+data {
+  train = "train.list",
+
+  fromat = "csv",
+}
+EOF
+bad unknown-key-data "unknown_data.lua:9: unknown key 'fromat' in data (did you mean 'format'?)" unknown_data.lua
+
+write unknown_settings.lua <<EOF
+settings {
+  passes = 3,
+  -- batchsize = 1 in a comment is not the key
+  batchsize = 20,
+}
+$MODEL
+$OPT
+$DATA
+EOF
+bad unknown-key-settings "unknown_settings.lua:4: unknown key 'batchsize' in settings (did you mean 'batch_size'?)" \
+    unknown_settings.lua
+
+# a table built elsewhere: the line of the declaration, not a later 'batchsize ='
+write unknown_indirect.lua <<EOF
+local s = { batchsize = 3 }
+settings(s)
+cluster { port = 7164, batchsize = 2 }
+$MODEL
+$OPT
+$DATA
+EOF
+bad unknown-key-indirect "unknown_indirect.lua:2: unknown key 'batchsize' in settings" unknown_indirect.lua
+
+write port_type.lua <<EOF
+cluster { port = "abc" }
+$BASE
+EOF
+bad wrong-type "port_type.lua:1: cluster.port must be an integer from 1 to 65535, got 'abc'" port_type.lua
+
+write hosts_type.lua <<EOF
+cluster {
+  hosts = {
+    "paddle@10.0.0.1",
+    2,
+  },
+}
+$BASE
+EOF
+bad wrong-type-list "hosts_type.lua:2: cluster.hosts[2] must be a string, got integer" hosts_type.lua
+
+write port_range.lua <<EOF
+cluster {
+  hosts = { "paddle@10.0.0.1" },
+  port = 70000,
+}
+$BASE
+EOF
+bad port-out-of-range "port_range.lua:3: cluster.port must be an integer from 1 to 65535, got 70000" port_range.lua
+
+write passes0.lua <<EOF
+$MODEL
+$OPT
+$DATA
+settings { batch_size = 20,
+           passes = 0 }
+EOF
+bad passes-zero "passes0.lua:8: settings.passes must be an integer from 1 to 1000000, got 0" passes0.lua
+
+write batch_neg.lua <<EOF
+settings { batch_size = -1 }
+$MODEL
+$OPT
+$DATA
+EOF
+bad batch-size-negative "batch_neg.lua:1: settings.batch_size must be an integer from 1 to 10000000, got -1" \
+    batch_neg.lua
+
+write batch_frac.lua <<EOF
+settings { batch_size = 2.5 }
+$MODEL
+$OPT
+$DATA
+EOF
+bad batch-size-fraction "batch_frac.lua:1: settings.batch_size must be an integer" batch_frac.lua
+
+write mode.lua <<EOF
+settings {
+  mode = "synch",
+}
+$MODEL
+$OPT
+$DATA
+EOF
+bad bad-enum "mode.lua:2: settings.mode must be one of sync, async, got 'synch' (did you mean 'sync'?)" mode.lua
+
+write format.lua <<EOF
+data { train = "a.txt", format = "libsvn" }
+$MODEL
+$OPT
+EOF
+bad bad-format "format.lua:1: data.format must be one of uci_housing, csv, libsvm" \
+    format.lua
+
+write positional.lua <<EOF
+settings { 20, passes = 3 }
+$MODEL
+$OPT
+$DATA
+EOF
+bad positional-value "positional.lua:1: settings { ... } takes key = value pairs" positional.lua
+
+write not_table.lua <<EOF
+settings "fast"
+$MODEL
+$OPT
+$DATA
+EOF
+bad declaration-not-table "not_table.lua:1: settings expects a table, as in settings { key = value }, got string" \
+    not_table.lua
+
+write twice.lua <<EOF
+settings { passes = 1 }
+$MODEL
+$OPT
+$DATA
+settings { passes = 2 }
+EOF
+bad declared-twice "twice.lua:8: settings declared twice (first at twice.lua:1)" twice.lua
+
+write host.lua <<EOF
+cluster {
+  root_dir = "/home/paddle",
+  hosts = { "paddle@10.0.0.1", "paddle@bad host" },
+}
+$BASE
+EOF
+bad bad-host "host.lua:3: bad host 'paddle@bad host': expected user@host[:port]" host.lua
+
+write host_port.lua <<EOF
+cluster { hosts = { "paddle@10.0.0.1:99999" } }
+$BASE
+EOF
+bad bad-host-port "host_port.lua:1: bad port in host 'paddle@10.0.0.1:99999': must be 1 to 65535" host_port.lua
+
+write placement.lua <<EOF
+cluster {
+  hosts = { "paddle@10.0.0.1", "paddle@10.0.0.2" },
+  pserver_hosts = { "10.0.0.3" },
+}
+$BASE
+EOF
+bad placement-unknown-host "placement.lua:3: cluster.pserver_hosts names '10.0.0.3', which is not in cluster.hosts" \
+    placement.lua
+
+write ws_dep.lua <<EOF
+job {
+  workspace = "./demo",
+  deployed = "/home/paddle/JOB20260101",
+}
+$BASE
+EOF
+bad workspace-and-deployed "ws_dep.lua:3: job: give either workspace (dispatched to every node) or deployed (already there), not both" \
+    ws_dep.lua
+
+write no_pserver.lua <<EOF
+job { pservers = 0, trainers = 2 }
+$BASE
+EOF
+bad sync-without-pserver "no_pserver.lua:1: job: 2 trainers need at least one pserver in sync mode" no_pserver.lua
+
+# --- model, optimizer, data ---------------------------------------------------
+
+write no_model.lua <<EOF
+$OPT
+$DATA
+EOF
+bad missing-model "no_model.lua: missing 'model': set model = function(nn) ... return cost end" no_model.lua
+
+write model_num.lua <<EOF
+$OPT
+$DATA
+model = 42
+EOF
+bad model-not-function "model_num.lua:3: 'model' must be a function(nn) returning the cost layer, got integer" \
+    model_num.lua
+
+write model_fc.lua <<EOF
+$OPT
+$DATA
+model = function(nn)
+  local x = nn.data("x", 13)
+  return nn.fc(x, 1)
+end
+EOF
+bad model-not-cost "model_fc.lua:3: model must return a cost layer (e.g. nn.square_error_cost) or { cost = ..., metrics = { ... } }, got layer 'fc_0' (fc, size 1)" \
+    model_fc.lua
+
+write model_field.lua <<EOF
+$OPT
+$DATA
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local p = nn.fc(x, 1)
+  return { cost = nn.square_error_cost(p, y), predcit = p }
+end
+EOF
+bad model-unknown-field "model_field.lua:3: model returned an unknown field 'predcit' (did you mean 'predict'?)" \
+    model_field.lua
+
+write no_opt.lua <<EOF
+$MODEL
+$DATA
+EOF
+bad missing-optimizer "no_opt.lua: missing 'optimizer': e.g. optimizer = nn.sgd { learning_rate = 0.01 }" no_opt.lua
+
+write opt_table.lua <<EOF
+$MODEL
+$DATA
+optimizer = {
+  type = "sgd",
+  learning_rate = 0.01,
+}
+EOF
+bad optimizer-not-nn "opt_table.lua:6: 'optimizer' must be made by nn.sgd, nn.momentum, nn.adagrad, nn.adam or nn.rmsprop" \
+    opt_table.lua
+
+write opt_key.lua <<EOF
+$MODEL
+$DATA
+optimizer = nn.sgd {
+  weight_decay = 0,
+  learning_rat = 0.01,
+}
+EOF
+bad optimizer-unknown-setting "opt_key.lua:8: nn.sgd: unknown setting 'learning_rat' (did you mean 'learning_rate'?)" \
+    opt_key.lua
+
+write lr_zero.lua <<EOF
+optimizer = nn.adam { learning_rate = 0 }
+$MODEL
+$DATA
+EOF
+bad learning-rate-zero "lr_zero.lua:1: nn.adam: learning_rate must be above 0" lr_zero.lua
+
+write lr_neg.lua <<EOF
+optimizer = nn.sgd { learning_rate = -0.1 }
+$MODEL
+$DATA
+EOF
+bad learning-rate-negative "lr_neg.lua:1: nn.sgd: learning_rate must be a non-negative number, got -0.1" lr_neg.lua
+
+write momentum.lua <<EOF
+optimizer = nn.momentum { learning_rate = 0.1, momentum = 1.5 }
+$MODEL
+$DATA
+EOF
+bad momentum-range "momentum.lua:1: nn.momentum: momentum must be below 1, got 1.5" momentum.lua
+
+write no_train.lua <<EOF
+data {
+  test = "test.list",
+}
+$MODEL
+$OPT
+EOF
+bad missing-train "no_train.lua:1: missing data.train" no_train.lua
+
+write no_data.lua <<EOF
+$MODEL
+$OPT
+EOF
+bad missing-data "no_data.lua: missing data.train" no_data.lua
+
+# --- the sandbox ----------------------------------------------------------------
+
+write undef.lua <<EOF
+setings { passes = 3 }
+$BASE
+EOF
+bad undefined-global "undef.lua:1: undefined name 'setings' (did you mean 'settings'?)" undef.lua
+
+write undef_local.lua <<EOF
+local passes = 3
+settings {
+  passes = pases,
+}
+$MODEL
+$OPT
+$DATA
+EOF
+bad undefined-global-local "undef_local.lua:3: undefined name 'pases' (did you mean 'passes'?)" undef_local.lua
+
+write assign.lua <<EOF
+$BASE
+batch = 20
+EOF
+bad undeclared-assignment "assign.lua:8: assignment to undeclared global 'batch' (declare it 'local batch', or set model/optimizer)" \
+    assign.lua
+
+write os_execute.lua <<EOF
+os.execute("touch $T/pwned")
+$BASE
+EOF
+bad no-os-execute "os_execute.lua:1: os.execute is not available in a recipe" os_execute.lua
+if [ -e "$T/pwned" ]; then fail no-os-execute-ran "os.execute ran"; else pass no-os-execute-ran; fi
+
+write io_popen.lua <<EOF
+local f = io.popen("touch $T/pwned")
+$BASE
+EOF
+bad no-io-popen "io_popen.lua:1: 'io' is not available in a recipe" io_popen.lua
+
+write require.lua <<EOF
+local lfs = require("lfs")
+$BASE
+EOF
+bad no-require "require.lua:1: 'require' is not available in a recipe" require.lua
+
+write dofile.lua <<EOF
+dofile("conf.lua")
+$BASE
+EOF
+bad no-dofile "dofile.lua:1: 'dofile' is not available in a recipe" dofile.lua
+
+write loop.lua <<EOF
+$BASE
+local n = 0
+while true do n = n + 1 end
+EOF
+# timeout: a recipe that hangs fails this case (exit 124), it does not stall the suite
+expect_error endless-loop 2 "recipe ran over 500 million instructions: an endless loop?" \
+    timeout 30 "$PADDLE" check loop.lua
+
+write loop_model.lua <<EOF
+$OPT
+$DATA
+model = function(nn)
+  while true do end
+end
+EOF
+expect_error endless-loop-in-model 2 "recipe ran over 500 million instructions" \
+    timeout 30 "$PADDLE" check loop_model.lua
+
+write memory.lua <<EOF
+local t = {}
+for i = 1, 1e9 do t[i] = i end
+$BASE
+EOF
+expect_error memory-limit 2 "recipe used over 1 GiB of memory" timeout 60 "$PADDLE" check memory.lua
+
+# --- layers -----------------------------------------------------------------------
+
+write fc_id.lua <<EOF
+model = function(nn)
+  local user, y = nn.id("user", 100), nn.data("y", 1)
+  local h = nn.fc(user, 1)
+  return nn.square_error_cost(h, y)
+end
+$OPT
+$DATA
+EOF
+bad fc-on-id-slot "fc_id.lua:3: nn.fc: input 'user' holds ids; use nn.embedding on it first" fc_id.lua
+
+# a tail call (return nn.x(...)) leaves no recipe frame: the line of the return
+write size.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local h = nn.fc(x, 2)
+  return nn.square_error_cost(h,
+    y)
+end
+$OPT
+$DATA
+EOF
+bad size-mismatch "size.lua:4: nn.square_error_cost: inputs differ in size: 'fc_0' has 2, 'y' has 1" size.lua
+
+write act.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local h = nn.fc(x, 1, {
+    name = "out",
+    act = "sigmod",
+  })
+  return nn.square_error_cost(h, y)
+end
+$OPT
+$DATA
+EOF
+bad unknown-activation "act.lua:5: nn.fc: unknown activation 'sigmod' (did you mean 'sigmoid'?)" act.lua
+
+write fc_opt.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(x, 1, { actt = "relu" }), y)
+end
+$OPT
+$DATA
+EOF
+bad unknown-layer-option "fc_opt.lua:3: nn.fc: unknown option 'actt' (did you mean 'act'?)" fc_opt.lua
+
+write init.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local h = nn.fc(x, 1, { init = "gausian" })
+  return nn.square_error_cost(h, y)
+end
+$OPT
+$DATA
+EOF
+bad unknown-init "init.lua:3: nn.fc: unknown init 'gausian'" init.lua
+
+write seq_pool.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local p = nn.seq_pool(x, "sum")
+  return nn.square_error_cost(nn.fc(p, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad seq-pool-not-sequence "seq_pool.lua:3: nn.seq_pool: input 'x' is not a sequence" seq_pool.lua
+
+write pool.lua <<EOF
+model = function(nn)
+  local words, y = nn.id_list("words", 1000), nn.data("y", 1)
+  local p = nn.seq_pool(nn.embedding(words, 8), "avg")
+  return nn.square_error_cost(nn.fc(p, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad unknown-pooling "pool.lua:3: nn.seq_pool: unknown pooling 'avg'" pool.lua
+
+write pool_ids.lua <<EOF
+model = function(nn)
+  local words, y = nn.id_list("words", 1000), nn.data("y", 1)
+  local p = nn.seq_pool(words)
+  return nn.square_error_cost(nn.fc(p, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad seq-pool-on-ids "pool_ids.lua:3: nn.seq_pool: input 'words' holds ids; use nn.embedding on it first" pool_ids.lua
+
+write dup.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local h = nn.fc(x, 4, { name = "hidden" })
+  local o = nn.fc(h, 1, { name = "hidden" })
+  return nn.square_error_cost(o, y)
+end
+$OPT
+$DATA
+EOF
+bad duplicate-layer-name "dup.lua:4: nn.fc: a layer named 'hidden' already exists (dup.lua:3)" dup.lua
+
+write classes.lua <<EOF
+model = function(nn)
+  local x, label = nn.data("x", 13), nn.id("label", 10)
+  local p = nn.fc(x, 5, "softmax")
+  return nn.cross_entropy(p, label)
+end
+$OPT
+$DATA
+EOF
+bad class-count-mismatch "classes.lua:4: nn.cross_entropy: label 'label' has 10 classes but prediction 'fc_0' has size 5" \
+    classes.lua
+
+write label.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return nn.softmax_cross_entropy(nn.fc(x, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad label-not-id "label.lua:3: nn.softmax_cross_entropy: label 'y' must be an nn.id slot" label.lua
+
+write embed.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local e = nn.embedding(x, 8)
+  return nn.square_error_cost(nn.fc(e, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad embedding-on-dense "embed.lua:3: nn.embedding: input 'x' must hold ids (nn.id or nn.id_list), it is dense" embed.lua
+
+write shared.lua <<EOF
+model = function(nn)
+  local a, b, y = nn.id("a", 100), nn.id("b", 50), nn.data("y", 1)
+  local ea = nn.embedding(a, 8, { param = "ids" })
+  local eb = nn.embedding(b, 8, { param = "ids" })
+  return nn.square_error_cost(nn.cos_sim(ea, eb), y)
+end
+$OPT
+$DATA
+EOF
+bad shared-table-shape "shared.lua:4: nn.embedding: table 'ids' is 50x8 here but 100x8 at shared.lua:3" shared.lua
+
+write param_name.lua <<EOF
+model = function(nn)
+  local a, y = nn.id("a", 100), nn.data("y", 1)
+  local e = nn.embedding(a, 8, {
+    param = 3,
+  })
+  return nn.square_error_cost(nn.fc(e, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad table-name-not-string "param_name.lua:4: nn.embedding: param must be a string" param_name.lua
+
+write slot.lua <<EOF
+model = function(nn)
+  local x = nn.data("the_thirteen_housing_features_xx", 13)
+  local y = nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(x, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad slot-name-too-long "slot.lua:2: nn.data: slot name 'the_thirteen_housing_features_xx' is too long (31 characters at most)" \
+    slot.lua
+
+write concat.lua <<EOF
+model = function(nn)
+  local xs = {}
+  for i = 1, 17 do xs[i] = nn.data("x" .. i, 1) end
+  local c = nn.concat(xs)
+  return nn.square_error_cost(nn.fc(c, 1), nn.data("y", 1))
+end
+$OPT
+$DATA
+EOF
+bad concat-too-many "concat.lua:4: layer 'concat_0' has 17 inputs, at most 16 are allowed" concat.lua
+
+# --- include --------------------------------------------------------------------
+
+write include_missing.lua <<EOF
+include "conf/nothere.lua"
+$BASE
+EOF
+bad include-missing "include_missing.lua:1: cannot open conf/nothere.lua" include_missing.lua
+
+write sub/conf/bad_cluster.lua <<EOF
+cluster {
+  hosts = { "paddle@10.0.0.1" },
+  ports_num = 0,
+}
+EOF
+write sub/include_bad.lua <<EOF
+include "conf/bad_cluster.lua"
+$BASE
+EOF
+bad include-error-in-included "sub/conf/bad_cluster.lua:3: cluster.ports_num must be an integer from 1 to 64, got 0" \
+    sub/include_bad.lua
+
+# --- command-line overrides --------------------------------------------------------
+
+write ok.lua <<EOF
+$BASE
+EOF
+bad override-unknown "unknown option --pases (did you mean --passes?)" ok.lua --pases=3
+bad override-not-number "option --passes must be a number, got 'abc'" ok.lua --passes=abc
+bad override-out-of-range "option --passes: settings.passes must be an integer from 1 to 1000000, got 0" ok.lua --passes=0
+bad override-bad-enum "option --mode: settings.mode must be one of sync, async, got 'asnyc' (did you mean 'async'?)" \
+    ok.lua --mode=asnyc
+bad cluster-file-missing "--cluster: cannot open nothere.lua" ok.lua --cluster nothere.lua
+
+write no_cluster.lua <<EOF
+settings { passes = 2 }
+EOF
+bad cluster-file-without-cluster "no_cluster.lua: no cluster { ... } declaration in this file" ok.lua --cluster no_cluster.lua
+
+# --- what works ---------------------------------------------------------------------
+
+# an include is relative to the including file, not to the working directory
+write proj/conf/cluster.lua <<EOF
+cluster {
+  hosts = { "paddle@127.0.0.2", "paddle@127.0.0.3:2222" },
+  root_dir = "/home/paddle",
+}
+EOF
+write proj/recipe.lua <<EOF
+include "conf/cluster.lua"
+$BASE
+EOF
+run_capture "$PADDLE" check proj/recipe.lua
+if [ "$rc" -eq 0 ] && [[ "$out" == *"node 1  127.0.0.3 (user paddle, ssh port 2222)"* ]] &&
+    [[ "$out" == *"root_dir /home/paddle"* ]]; then
+    pass include-relative
+else
+    fail include-relative "exit $rc: $out"
+fi
+
+# --cluster FILE replaces the recipe's cluster
+write other_cluster.lua <<EOF
+cluster {
+  hosts = { "u@10.1.1.1", "u@10.1.1.2", "u@10.1.1.3" },
+  port = 8000,
+}
+EOF
+run_capture "$PADDLE" check proj/recipe.lua --cluster other_cluster.lua
+if [ "$rc" -eq 0 ] && [[ "$out" == *"cluster  3 hosts"* ]] && [[ "$out" == *"node 2  10.1.1.3 (user u"* ]] &&
+    [[ "$out" == *"on u@10.1.1.3, ports 8000-8001"* ]] && [[ "$out" != *"127.0.0.2"* ]]; then
+    pass cluster-file-replaces
+else
+    fail cluster-file-replaces "exit $rc: $out"
+fi
+
+# --key=value overrides the recipe's settings, job, data and cluster
+run_capture "$PADDLE" check ok.lua --passes=7 --batch_size=5 --mode=async --trainers=3 --train=other.list
+if [ "$rc" -eq 0 ] && [[ "$out" == *"batch_size 5 per trainer, passes 7,"* ]] &&
+    [[ "$out" == *"3 trainers, mode async"* ]] && [[ "$out" == *"train other.list"* ]]; then
+    pass overrides-apply
+else
+    fail overrides-apply "exit $rc: $out"
+fi
