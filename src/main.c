@@ -43,8 +43,6 @@ typedef struct command {
 static const command *find_command(const char *name);
 static void print_commands(FILE *f);
 
-/* paddle gen: in src/data/gen.c */
-int pd_cmd_gen(int argc, char **argv);
 
 /* --- version ------------------------------------------------------------- */
 
@@ -486,13 +484,6 @@ static const command commands[] = {
      "and the rest the trainers. The job secret comes from PADDLE_JOB_SECRET (64 hex\n"
      "digits) or PADDLE_JOB_SECRET_FILE, the same for every role. A missing or\n"
      "contradictory variable is an error naming it.\n"},
-    {"gen", pd_cmd_gen, "movielens --out DIR [--seed N] [--ratings N] [--users N] [--movies N]",
-     "Write a synthetic data set shaped like a real one, with a planted structure.",
-     "movielens: users.dat, movies.dat and ratings.dat as MovieLens-1M (Latin-1,\n"
-     "'::'-separated; 6040 users, 3883 movies, 1,000,209 ratings by default; fewer\n"
-     "--ratings scale users and movies down). Ratings follow planted user and movie\n"
-     "biases and latent factors (from demographics and genres) plus noise. Prints the\n"
-     "test RMSE of predicting the mean and of the planted truth. Same seed, same bytes.\n"},
     {"version", cmd_version, "", "Print the version and what this binary is built with.",
      "Version, git revision, build flavour, and the versions of Lua, libssh2, its\n"
      "crypto library and OpenBLAS, with the BLAS core chosen for this CPU.\n"},
