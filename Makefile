@@ -95,12 +95,14 @@ asan: paddle-asan build/asan/unit_tests
 
 demo: paddle
 	@recipes/prepare.sh
-	./paddle train recipes/fit_a_line.lua
+	./paddle run recipes/fit_a_line.lua --log_period=1000
 
 bench: paddle
 	@bench/run.sh ./paddle
 
 clean:
 	rm -rf build/obj build/gen build/musl build/asan build/tools paddle paddle-asan paddle-cuda
+
+include src/backend/cuda.mk
 
 .PHONY: test asan demo bench clean strip FORCE
