@@ -1,0 +1,881 @@
+/*
+ * test_layers.c - every layer type against finite differences, and the
+ * forward values of every layer on cases worked out by hand.
+ *
+ * The networks are built without Lua: a pd_recipe is filled in C (data
+ * layers, layers, parameters), built on the CPU backend and bound to a batch
+ * of random values. gradcheck() then compares, in float32,
+ *
+ *   - every parameter gradient (for sparse tables every row: touched rows
+ *     against finite differences, untouched rows must stay zero), and
+ *   - the gradient flowing into every non-data layer the cost depends on
+ *     (what the layers above send, before the layer's own backward),
+ *
+ * with central differences of the mean cost that pd_net_forward() returns
+ * (float per-sample costs, summed in double), to a relative error of 1e-3.
+ * Inputs are kept away from kinks and ill-conditioned points (relu near 0,
+ * ties in max pooling, cos_sim of short vectors).
+ *
+ *     PD_GRAD_VERBOSE=1 build/musl/unit_tests grad_    worst errors per tensor
+ */
+#include "test.h"
+#include "../../src/core/pd.h"
+#include "../../src/data/batch.h"
+#include "../../src/nn/net.h"
+
+#include <float.h>
+#include <stdint.h>
+
+#define TOL 1e-3
+#define STEP 1e-2
+
+/* --- building a model by hand ----------------------------------------------- */
+
+#define MAXL 24
+
+typedef struct model {
+    pd_recipe r;
+    pd_layer_desc l[MAXL];
+    char pname[MAXL][2][48];
+    pd_slot layout[MAXL];
+    int nslots;
+    int maxlen;     /* id_list slots: sequences of 1..maxlen distinct ids */
+    int empty_last; /* and the last sample's sequence empty */
+} model;
+
+static void model_init(model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->r.path = (char *)"test_layers.c";
+    m->r.layers = m->l;
+    m->r.cost = -1;
+    m->r.predict = -1;
+    m->maxlen = 4;
+    m->empty_last = 1;
+}
+
+static int add_layer(model *m, const char *type, const char *name, int size, int in0, int in1)
+{
+    PD_ASSERT(m->r.nlayers < MAXL);
+    int i = m->r.nlayers++;
+    pd_layer_desc *d = &m->l[i];
+    d->name = (char *)name;
+    d->type = (char *)type;
+    d->size = size;
+    if (in0 >= 0) d->inputs[d->ninputs++] = in0;
+    if (in1 >= 0) d->inputs[d->ninputs++] = in1;
+    return i;
+}
+
+static void add_param(model *m, int layer, const char *name, int rows, int cols, int sparse)
+{
+    pd_layer_desc *d = &m->l[layer];
+    pd_param_desc *p = &d->params[d->nparams];
+    snprintf(m->pname[layer][d->nparams], sizeof m->pname[0][0], "%s", name);
+    p->name = m->pname[layer][d->nparams];
+    p->rows = rows;
+    p->cols = cols;
+    p->sparse = sparse;
+    snprintf(p->init.kind, sizeof p->init.kind, "uniform");
+    p->init.a = -0.8;
+    p->init.b = 0.8;
+    d->nparams++;
+}
+
+static int add_data(model *m, const char *name, const char *kind, int size_or_range)
+{
+    int dense = strcmp(kind, "dense") == 0;
+    int i = add_layer(m, "data", name, dense ? size_or_range : 1, -1, -1);
+    pd_layer_desc *d = &m->l[i];
+    d->kind = (char *)kind;
+    d->slot = (char *)name;
+    d->range = dense ? 0 : size_or_range;
+    d->seq = strcmp(kind, "id_list") == 0;
+    pd_slot *s = &m->layout[m->nslots++];
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->kind = dense ? PD_SLOT_DENSE : d->seq ? PD_SLOT_ID_LIST : PD_SLOT_ID;
+    s->width = size_or_range;
+    return i;
+}
+
+/* fc with a weight "<name>.w" (or the weight called shared) and a bias */
+static int add_fc_w(model *m, const char *name, int in, int size, const char *act, const char *shared)
+{
+    int i = add_layer(m, "fc", name, size, in, -1);
+    char pn[48];
+    m->l[i].act = (char *)act;
+    snprintf(pn, sizeof pn, "%s.w", name);
+    add_param(m, i, shared ? shared : pn, m->l[in].size, size, 0);
+    snprintf(pn, sizeof pn, "%s.b", name);
+    add_param(m, i, pn, 1, size, 0);
+    return i;
+}
+
+static int add_fc(model *m, const char *name, int in, int size, const char *act)
+{
+    return add_fc_w(m, name, in, size, act, NULL);
+}
+
+static int add_embedding(model *m, const char *name, int in, int dim)
+{
+    int i = add_layer(m, "embedding", name, dim, in, -1);
+    char pn[48];
+    m->l[i].seq = m->l[in].seq;
+    snprintf(pn, sizeof pn, "%s.w", name);
+    add_param(m, i, pn, m->l[in].range, dim, 1);
+    return i;
+}
+
+static int add_seq_pool(model *m, const char *name, int in, const char *pool)
+{
+    int i = add_layer(m, "seq_pool", name, m->l[in].size, in, -1);
+    m->l[i].pool = (char *)pool;
+    return i;
+}
+
+static int add_cost(model *m, const char *type, int pred, int label)
+{
+    int i = add_layer(m, type, type, 1, pred, label);
+    m->r.cost = i;
+    return i;
+}
+
+/* --- batches --------------------------------------------------------------- */
+
+static double uni(uint64_t *rng, double lo, double hi) { return lo + (hi - lo) * pd_rng_uniform(rng); }
+
+/* n samples: dense values uniform in [-1, 1), ids uniform in their range,
+ * sequences of 1..maxlen distinct ids, the last sample's empty unless
+ * told otherwise. */
+static void fill_batch(pd_batch *b, model *m, int n, uint64_t seed)
+{
+    uint64_t rng = seed;
+    pd_batch_init(b, m->layout, m->nslots);
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < m->nslots; k++) {
+            pd_slot *s = &b->slots[k];
+            if (s->kind == PD_SLOT_DENSE) {
+                float *v = pd_slot_push_dense(s, i);
+                for (int c = 0; c < s->width; c++) v[c] = (float)uni(&rng, -1, 1);
+            } else if (s->kind == PD_SLOT_ID) {
+                pd_slot_push_id(s, i, (int32_t)(pd_rng_next(&rng) % (uint64_t)s->width));
+            } else {
+                int32_t ids[16];
+                int len = m->empty_last && i == n - 1 ? 0 : 1 + (int)(pd_rng_next(&rng) % (uint64_t)m->maxlen);
+                PD_ASSERT(len <= s->width && len <= 16);
+                for (int j = 0; j < len; j++) {
+                    int dup;
+                    do {
+                        ids[j] = (int32_t)(pd_rng_next(&rng) % (uint64_t)s->width);
+                        dup = 0;
+                        for (int q = 0; q < j; q++) dup |= ids[q] == ids[j];
+                    } while (dup);
+                }
+                pd_slot_push_ids(s, i, ids, len);
+            }
+        }
+        b->n++;
+    }
+}
+
+static void build(pd_net *net, model *m, uint64_t seed)
+{
+    int rc = pd_net_build(net, &m->r, &pd_backend_cpu, seed);
+    if (rc < 0) pd_test_fail(__FILE__, __LINE__, "pd_net_build: %s", pd_err_msg());
+    CHECK(net->be->host_memory); /* the checks below read and poke device memory */
+}
+
+static void bind(pd_net *net, const pd_batch *b)
+{
+    int rc = pd_net_bind(net, b);
+    if (rc < 0) pd_test_fail(__FILE__, __LINE__, "pd_net_bind: %s", pd_err_msg());
+}
+
+/* Give each column of a table distinct values, 0.2 apart in a shuffled
+ * order, so that max pooling has no ties and stays differentiable under the
+ * finite-difference steps. */
+static void distinct_values(pd_param *p, uint64_t seed)
+{
+    int *perm = pd_xmalloc((size_t)p->rows * sizeof *perm);
+    for (int c = 0; c < p->cols; c++) {
+        for (int i = 0; i < p->rows; i++) perm[i] = i;
+        for (int i = p->rows - 1; i > 0; i--) {
+            int j = (int)(pd_rng_next(&seed) % (uint64_t)(i + 1)), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        for (int i = 0; i < p->rows; i++)
+            p->w[(size_t)i * p->cols + c] = (float)(0.2 * (perm[i] - p->rows / 2) + 0.03 * c + 0.01);
+    }
+    free(perm);
+}
+
+/* --- the gradient check ------------------------------------------------------ */
+
+/* A finite difference of a float32 forward cannot resolve a gradient finer
+ * than the cost's own rounding divided by the step: the cost is a mean of
+ * float per-sample costs, each good to a few FLT_EPSILON of its size. So an
+ * element passes when
+ *
+ *     |analytic - numeric| <= TOL * max(|analytic|, |numeric|) + noise,
+ *     noise = 8 * FLT_EPSILON * (1 + |cost|) / h,
+ *
+ * that is, relative error <= TOL wherever the difference can tell (noise
+ * is about 1e-4 for a cost near 1 and h = 1e-2: it only matters for the
+ * small elements of a gradient). */
+typedef struct fd {
+    double d;       /* the derivative */
+    double noise;   /* what the cost's rounding can make of it */
+} fd;
+
+typedef struct stats {
+    double max_rel;     /* worst |a - n| / (TOL * max(|a|, |n|) + noise), in units of TOL */
+    double max_grad;    /* largest |analytic| seen */
+    int compared;
+} stats;
+
+static void compare(stats *st, const char *what, int idx, double analytic, fd num)
+{
+    double err = fabs(analytic - num.d);
+    double allowed = TOL * fmax(fabs(analytic), fabs(num.d)) + num.noise;
+    if (!(err <= allowed))
+        pd_test_fail(__FILE__, __LINE__,
+                     "gradient of %s[%d]: analytic %.7g, numeric %.7g (relative error %.3g > %g, noise %.2g)",
+                     what, idx, analytic, num.d, err / fmax(fabs(analytic), fabs(num.d)), TOL, num.noise);
+    st->max_rel = fmax(st->max_rel, TOL * err / allowed);
+    st->max_grad = fmax(st->max_grad, fabs(analytic));
+    st->compared++;
+}
+
+/* The mean cost after running the non-data layers from index `from` on;
+ * from < 0: pd_net_forward. */
+static double cost_at(pd_net *net, float *x, float v, int from)
+{
+    *x = v;
+    if (from < 0) return pd_net_forward(net);
+    for (int i = from; i < net->nlayers; i++) {
+        pd_layer *l = &net->layers[i];
+        if (!l->is_data) l->ops->forward(l);
+    }
+    return pd_net_mean(net, net->cost);
+}
+
+/* d cost / d *x by fourth-order central differences,
+ *     (8 (c(x+h) - c(x-h)) - (c(x+2h) - c(x-2h))) / 12h,
+ * with h = STEP * max(|x|, xmin): the truncation error is O(h^4), so the
+ * step can be large enough to keep the float noise small. */
+static fd numeric(pd_net *net, float *x, int from, double xmin)
+{
+    float x0 = *x;
+    double h = STEP * fmax(xmin, fabs(x0));
+    double c0 = cost_at(net, x, x0, from);
+    double c1 = cost_at(net, x, (float)(x0 + h), from) - cost_at(net, x, (float)(x0 - h), from);
+    double c2 = cost_at(net, x, (float)(x0 + 2 * h), from) - cost_at(net, x, (float)(x0 - 2 * h), from);
+    cost_at(net, x, x0, from);
+    fd r = {(8 * c1 - c2) / (12 * h), 8 * FLT_EPSILON * (1 + fabs(c0)) / h};
+    return r;
+}
+
+static void live_layers(pd_net *net, uint8_t *live)
+{
+    memset(live, 0, (size_t)net->nlayers);
+    live[net->cost] = 1;
+    for (int i = net->cost; i >= 0; i--)
+        if (live[i])
+            for (int j = 0; j < net->layers[i].nin; j++) live[net->layers[i].in[j]->index] = 1;
+}
+
+static int feeds_log(pd_net *net, int k)
+{
+    for (int i = k + 1; i < net->nlayers; i++)
+        if (strcmp(net->layers[i].d->type, "cross_entropy") == 0 && net->layers[i].in[0]->index == k) return 1;
+    return 0;
+}
+
+static void report(const char *what, const stats *st)
+{
+    if (!st->compared || st->max_grad < 1e-3)
+        pd_test_fail(__FILE__, __LINE__, "%s: gradient is all but zero (max %g): a vacuous check", what,
+                     st->max_grad);
+    if (getenv("PD_GRAD_VERBOSE"))
+        printf("    %-30s %4d compared, worst %.2e of %g, max |g| %.3g\n", what, st->compared, st->max_rel,
+               TOL, st->max_grad);
+}
+
+/* Forward and backward once, then check every parameter gradient and the
+ * gradient into every live non-data layer below the cost. */
+static void gradcheck(pd_net *net)
+{
+    char what[96];
+    pd_net_forward(net);
+    pd_net_backward(net);
+
+    for (int pi = 0; pi < net->nparams; pi++) {
+        pd_param *p = &net->params[pi];
+        int n = p->rows * p->cols;
+        float *g = pd_xmalloc((size_t)n * sizeof *g);
+        memcpy(g, p->g, (size_t)n * sizeof *g);
+        uint8_t *mark = p->sparse ? pd_xcalloc((size_t)p->rows, 1) : NULL;
+        for (int k = 0; p->sparse && k < p->ntouched; k++) mark[p->touched[k]] = 1;
+        stats st = {0, 0, 0};
+        snprintf(what, sizeof what, "parameter %s", p->name);
+        for (int i = 0; i < n; i++) {
+            /* weights act on inputs of order one: steps of at least STEP */
+            fd num = numeric(net, &p->w[i], -1, 1.0);
+            if (p->sparse && !mark[i / p->cols]) {
+                /* an untouched row has no gradient, and the cost does not read it */
+                CHECK(g[i] == 0);
+                CHECK(num.d == 0);
+                continue;
+            }
+            compare(&st, what, i, g[i], num);
+        }
+        report(what, &st);
+        free(g);
+        free(mark);
+    }
+
+    uint8_t *live = pd_xmalloc((size_t)net->nlayers);
+    live_layers(net, live);
+    for (int k = 0; k < net->cost; k++) {
+        pd_layer *lk = &net->layers[k];
+        if (!live[k] || lk->is_data) continue;
+        /* analytic: what the layers above k send into k's grad (k's own
+         * backward would turn it into the gradient of its pre-activation) */
+        pd_net_forward(net);
+        for (int i = 0; i < net->nlayers; i++) {
+            pd_layer *l = &net->layers[i];
+            if (!l->is_data && l->grad) memset(l->grad, 0, (size_t)l->rows * l->size * sizeof(float));
+        }
+        for (int i = net->cost; i > k; i--)
+            if (live[i] && !net->layers[i].is_data) net->layers[i].ops->backward(&net->layers[i]);
+        int n = lk->rows * lk->size;
+        float *g = pd_xmalloc((size_t)n * sizeof *g);
+        memcpy(g, lk->grad, (size_t)n * sizeof *g);
+        stats st = {0, 0, 0};
+        snprintf(what, sizeof what, "layer %s output", lk->d->name);
+        /* steps relative to the value down to 0.1; probabilities that feed
+         * a log (cross_entropy) change on the scale of the value itself */
+        double xmin = feeds_log(net, k) ? 0 : 0.1;
+        for (int i = 0; i < n; i++) compare(&st, what, i, g[i], numeric(net, &lk->out[i], k + 1, xmin));
+        report(what, &st);
+        free(g);
+    }
+    free(live);
+    /* leave the net as a plain forward and backward would */
+    pd_net_forward(net);
+    pd_net_backward(net);
+}
+
+/* Whether a built, bound and forwarded net is a fair place for finite
+ * differences (no kink or ill-conditioned point within reach of the steps). */
+typedef int (*fair_fn)(pd_net *net);
+
+/* Build with seed, bind n random samples and check; with fair, first move
+ * on to the next seed until fair(net) holds. */
+static void check_model_fair(model *m, int n, uint64_t seed, fair_fn fair)
+{
+    for (int tries = 0;; tries++, seed++) {
+        CHECK(tries < 1000);
+        pd_net net;
+        pd_batch b;
+        build(&net, m, seed);
+        fill_batch(&b, m, n, seed + 1000);
+        bind(&net, &b);
+        for (int i = 0; i < net.nparams; i++)
+            if (net.params[i].sparse) distinct_values(&net.params[i], seed + i);
+        pd_net_forward(&net);
+        int ok = !fair || fair(&net);
+        if (ok) gradcheck(&net);
+        pd_net_free(&net);
+        pd_batch_free(&b);
+        if (ok) return;
+    }
+}
+
+static void check_model(model *m, int n, uint64_t seed) { check_model_fair(m, n, seed, NULL); }
+
+/* relu: every pre-activation farther from the kink than any step moves it
+ * (2 * STEP times inputs and weights below 1), with units on both sides */
+static int relu_fair(pd_net *net)
+{
+    for (int li = 0; li < net->nlayers; li++) {
+        pd_layer *l = &net->layers[li], *x = l->in[0];
+        if (strcmp(l->d->type, "fc") != 0 || strcmp(l->d->act, "relu") != 0) continue;
+        int pos = 0, neg = 0;
+        for (int r = 0; r < x->rows; r++)
+            for (int c = 0; c < l->size; c++) {
+                double z = l->p[1]->w[c];
+                for (int k = 0; k < x->size; k++)
+                    z += (double)x->out[(size_t)r * x->size + k] * l->p[0]->w[(size_t)k * l->size + c];
+                if (fabs(z) < 0.05) return 0;
+                pos += z > 0;
+                neg += z < 0;
+            }
+        if (pos < 3 || neg < 3) return 0;
+    }
+    return 1;
+}
+
+/* cos_sim: inputs of norm well above zero, where the cosine turns slowly */
+static int cos_fair(pd_net *net)
+{
+    for (int li = 0; li < net->nlayers; li++) {
+        pd_layer *l = &net->layers[li];
+        if (strcmp(l->d->type, "cos_sim") != 0) continue;
+        for (int j = 0; j < 2; j++)
+            for (int r = 0; r < l->rows; r++) {
+                double nn = 0;
+                for (int c = 0; c < l->in[j]->size; c++) {
+                    double v = l->in[j]->out[(size_t)r * l->in[j]->size + c];
+                    nn += v * v;
+                }
+                if (sqrt(nn) < 0.5) return 0;
+            }
+    }
+    return 1;
+}
+
+/* --- fc with each activation -------------------------------------------------- */
+
+/* x(4) -> fc tanh(5) -> fc act(3) -> square_error_cost against y(3): the
+ * second fc's input is a layer, so the gradient into it is checked too. */
+static void check_fc_act(const char *act)
+{
+    model m;
+    model_init(&m);
+    int x = add_data(&m, "x", "dense", 4);
+    int y = add_data(&m, "y", "dense", 3);
+    int h = add_fc(&m, "hidden", x, 5, "tanh");
+    int o = add_fc(&m, "out", h, 3, act);
+    add_cost(&m, "square_error_cost", o, y);
+    check_model_fair(&m, 4, 11, strcmp(act, "relu") == 0 ? relu_fair : NULL);
+}
+
+PD_TEST(grad_fc_linear) { check_fc_act("linear"); }
+PD_TEST(grad_fc_relu) { check_fc_act("relu"); }
+PD_TEST(grad_fc_sigmoid) { check_fc_act("sigmoid"); }
+PD_TEST(grad_fc_tanh) { check_fc_act("tanh"); }
+PD_TEST(grad_fc_softmax_square_error) { check_fc_act("softmax"); }
+
+/* x(4) -> fc tanh(6) -> fc softmax(5) -> cross_entropy against an id */
+PD_TEST(grad_fc_softmax_cross_entropy)
+{
+    model m;
+    model_init(&m);
+    int x = add_data(&m, "x", "dense", 4);
+    int label = add_data(&m, "label", "id", 5);
+    int h = add_fc(&m, "hidden", x, 6, "tanh");
+    int p = add_fc(&m, "prob", h, 5, "softmax");
+    add_cost(&m, "cross_entropy", p, label);
+    check_model(&m, 5, 21);
+}
+
+/* x(4) -> fc tanh(6) -> fc linear(5) -> softmax_cross_entropy against an id */
+PD_TEST(grad_softmax_cross_entropy)
+{
+    model m;
+    model_init(&m);
+    int x = add_data(&m, "x", "dense", 4);
+    int label = add_data(&m, "label", "id", 5);
+    int h = add_fc(&m, "hidden", x, 6, "tanh");
+    int z = add_fc(&m, "logits", h, 5, "linear");
+    add_cost(&m, "softmax_cross_entropy", z, label);
+    check_model(&m, 5, 31);
+}
+
+/* square_error_cost between two layers: both inputs get gradient */
+PD_TEST(grad_square_error_cost)
+{
+    model m;
+    model_init(&m);
+    int x = add_data(&m, "x", "dense", 3);
+    int a = add_fc(&m, "a", x, 4, "tanh");
+    int b = add_fc(&m, "b", x, 4, "linear");
+    add_cost(&m, "square_error_cost", a, b);
+    check_model(&m, 4, 41);
+}
+
+/* --- embedding and seq_pool ------------------------------------------------------ */
+
+/* id(7) -> embedding(4) -> fc softmax(3) -> cross_entropy */
+PD_TEST(grad_embedding_id)
+{
+    model m;
+    model_init(&m);
+    int id = add_data(&m, "word", "id", 7);
+    int label = add_data(&m, "label", "id", 3);
+    int e = add_embedding(&m, "emb", id, 4);
+    int p = add_fc(&m, "prob", e, 3, "softmax");
+    add_cost(&m, "cross_entropy", p, label);
+    check_model(&m, 5, 51);
+}
+
+/* id_list(9) -> embedding(4) -> seq_pool -> fc tanh(3) -> square_error_cost */
+static void check_seq_pool(const char *pool)
+{
+    model m;
+    model_init(&m);
+    int ids = add_data(&m, "words", "id_list", 9);
+    int y = add_data(&m, "y", "dense", 3);
+    int e = add_embedding(&m, "emb", ids, 4);
+    int s = add_seq_pool(&m, "pool", e, pool);
+    int o = add_fc(&m, "out", s, 3, "tanh");
+    add_cost(&m, "square_error_cost", o, y);
+
+    pd_net net;
+    pd_batch b;
+    build(&net, &m, 61);
+    fill_batch(&b, &m, 5, 62);
+    bind(&net, &b);
+    distinct_values(&net.params[0], 63);
+    gradcheck(&net);
+
+    /* the touched rows are exactly the ids of the batch */
+    pd_param *t = pd_net_param(&net, "emb.w");
+    const pd_slot *s_ids = &b.slots[0];
+    uint8_t seen[9] = {0};
+    int nseen = 0;
+    for (int i = 0; i < s_ids->offsets[b.n]; i++) nseen += !seen[s_ids->ids[i]], seen[s_ids->ids[i]] = 1;
+    CHECK_EQ_INT(t->ntouched, nseen);
+    for (int k = 0; k < t->ntouched; k++) CHECK(seen[t->touched[k]]);
+    /* the empty sequence pools to zeros */
+    pd_layer *ls = &net.layers[s];
+    for (int c = 0; c < ls->size; c++) CHECK(ls->out[(size_t)(b.n - 1) * ls->size + c] == 0);
+    pd_net_free(&net);
+    pd_batch_free(&b);
+}
+
+PD_TEST(grad_embedding_seq_sum) { check_seq_pool("sum"); }
+PD_TEST(grad_embedding_seq_average) { check_seq_pool("average"); }
+PD_TEST(grad_embedding_seq_max) { check_seq_pool("max"); }
+
+/* --- concat, cos_sim, shared parameters ------------------------------------------- */
+
+/* [fc tanh(x1) | fc sigmoid(x2)] -> fc linear(2) -> square_error_cost */
+PD_TEST(grad_concat)
+{
+    model m;
+    model_init(&m);
+    int x1 = add_data(&m, "x1", "dense", 3);
+    int x2 = add_data(&m, "x2", "dense", 4);
+    int y = add_data(&m, "y", "dense", 2);
+    int a = add_fc(&m, "a", x1, 3, "tanh");
+    int b = add_fc(&m, "b", x2, 2, "sigmoid");
+    int c = add_layer(&m, "concat", "cat", 5, a, b);
+    int o = add_fc(&m, "out", c, 2, "linear");
+    add_cost(&m, "square_error_cost", o, y);
+    check_model(&m, 4, 71);
+}
+
+/* x -> fc tanh h; h feeds two towers a, b; 5 * cos(a, b) -> square_error_cost.
+ * h's gradient is the sum of what both towers send. */
+PD_TEST(grad_cos_sim)
+{
+    model m;
+    model_init(&m);
+    int x = add_data(&m, "x", "dense", 4);
+    int y = add_data(&m, "y", "dense", 1);
+    int h = add_fc(&m, "h", x, 5, "tanh");
+    int a = add_fc(&m, "a", h, 4, "linear");
+    int b = add_fc(&m, "b", h, 4, "tanh");
+    int c = add_layer(&m, "cos_sim", "cos", 1, a, b);
+    m.l[c].scale = 5;
+    add_cost(&m, "square_error_cost", c, y);
+    check_model_fair(&m, 5, 81, cos_fair);
+}
+
+/* two fcs on different inputs share one weight: its gradient sums both uses */
+PD_TEST(grad_shared_param)
+{
+    model m;
+    model_init(&m);
+    int x1 = add_data(&m, "x1", "dense", 3);
+    int x2 = add_data(&m, "x2", "dense", 3);
+    int y = add_data(&m, "y", "dense", 1);
+    int a = add_fc_w(&m, "a", x1, 4, "tanh", "tower.w");
+    int b = add_fc_w(&m, "b", x2, 4, "tanh", "tower.w");
+    int c = add_layer(&m, "cos_sim", "cos", 1, a, b);
+    m.l[c].scale = 5;
+    add_cost(&m, "square_error_cost", c, y);
+
+    pd_net net;
+    build(&net, &m, 91);
+    CHECK_EQ_INT(net.nparams, 3); /* tower.w, a.b, b.b */
+    CHECK(net.layers[a].p[0] == net.layers[b].p[0]);
+    pd_net_free(&net);
+    check_model_fair(&m, 4, 91, cos_fair);
+}
+
+/* Layers whose output feeds several layers: what the consumers send must
+ * add up. Each backward that accumulates into a shared input runs after
+ * another consumer has written there, so one that overwrote would show:
+ * e feeds three poolings, h feeds two cos_sims (as either input), a concat
+ * and an fc.
+ *
+ *   words -> e -> max, average, sum pools
+ *   x -> fc tanh h;  c1 = cos(h, max), c2 = cos(sum, h), [h | average],
+ *   g = fc tanh(h);  [h | average | c1 | c2 | g] -> fc -> square_error_cost */
+PD_TEST(grad_shared_inputs)
+{
+    model m;
+    model_init(&m);
+    m.empty_last = 0; /* cos_sim of an all-zero pool has no direction */
+    int ids = add_data(&m, "words", "id_list", 9);
+    int x = add_data(&m, "x", "dense", 3);
+    int y = add_data(&m, "y", "dense", 2);
+    int e = add_embedding(&m, "emb", ids, 4);
+    int pmax = add_seq_pool(&m, "pool_max", e, "max");
+    int pavg = add_seq_pool(&m, "pool_avg", e, "average");
+    int psum = add_seq_pool(&m, "pool_sum", e, "sum");
+    int h = add_fc(&m, "h", x, 4, "tanh");
+    int c1 = add_layer(&m, "cos_sim", "cos1", 1, h, pmax);
+    int c2 = add_layer(&m, "cos_sim", "cos2", 1, psum, h);
+    m.l[c1].scale = m.l[c2].scale = 5;
+    int cat = add_layer(&m, "concat", "cat", 8, h, pavg);
+    int cat2 = add_layer(&m, "concat", "cat2", 2, c1, c2);
+    int cat3 = add_layer(&m, "concat", "cat3", 10, cat, cat2);
+    int g = add_fc(&m, "g", h, 3, "tanh");
+    int cat4 = add_layer(&m, "concat", "cat4", 13, cat3, g);
+    int o = add_fc(&m, "out", cat4, 2, "linear");
+    add_cost(&m, "square_error_cost", o, y);
+    check_model_fair(&m, 5, 101, cos_fair);
+}
+
+/* --- forward values ------------------------------------------------------------- */
+
+PD_TEST(classification_error_forward)
+{
+    model m;
+    model_init(&m);
+    int p = add_data(&m, "pred", "dense", 3);
+    int label = add_data(&m, "label", "id", 3);
+    int e = add_layer(&m, "classification_error", "err", 1, p, label);
+    m.r.cost = e;
+
+    static const float pred[4][3] = {{0.1f, 0.7f, 0.2f}, {0.5f, 0.3f, 0.2f}, {0.2f, 0.1f, 0.7f}, {-3, -1, -2}};
+    static const int32_t lab[4] = {1, 2, 2, 0};
+    static const float want[4] = {0, 1, 0, 1};
+    pd_batch b;
+    pd_batch_init(&b, m.layout, m.nslots);
+    for (int i = 0; i < 4; i++) {
+        memcpy(pd_slot_push_dense(&b.slots[0], i), pred[i], sizeof pred[i]);
+        pd_slot_push_id(&b.slots[1], i, lab[i]);
+        b.n++;
+    }
+    pd_net net;
+    build(&net, &m, 1);
+    bind(&net, &b);
+    CHECK_NEAR(pd_net_forward(&net), 0.5, 1e-12);
+    CHECK_EQ_INT(net.layers[e].rows, 4);
+    for (int i = 0; i < 4; i++) CHECK_NEAR(net.layers[e].out[i], want[i], 0);
+    CHECK_NEAR(pd_net_mean(&net, e), 0.5, 1e-12);
+    pd_net_backward(&net); /* a metric has no gradient; must not touch anything */
+    pd_net_free(&net);
+    pd_batch_free(&b);
+}
+
+/* x [2x3] -> fc(2) with known weights; every activation by hand */
+PD_TEST(fc_forward_by_hand)
+{
+    static const float xv[2][3] = {{1, 2, 3}, {-1, 0, 0.5f}};
+    static const float w[6] = {0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f}; /* [3x2] */
+    static const float bias[2] = {0.05f, -0.1f};
+    /* z = x W + b, worked out by hand */
+    static const double z[2][2] = {{-0.75, 2.3}, {-0.3, 0.4}};
+    static const char *acts[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+
+    for (size_t ai = 0; ai < PD_COUNT(acts); ai++) {
+        model m;
+        model_init(&m);
+        int x = add_data(&m, "x", "dense", 3);
+        int y = add_data(&m, "y", "dense", 2);
+        int o = add_fc(&m, "out", x, 2, acts[ai]);
+        add_cost(&m, "square_error_cost", o, y);
+        pd_batch b;
+        pd_batch_init(&b, m.layout, m.nslots);
+        for (int i = 0; i < 2; i++) {
+            memcpy(pd_slot_push_dense(&b.slots[0], i), xv[i], sizeof xv[i]);
+            float *yv = pd_slot_push_dense(&b.slots[1], i);
+            yv[0] = 0;
+            yv[1] = i == 0 ? 2 : 0;
+            b.n++;
+        }
+        pd_net net;
+        build(&net, &m, 3);
+        memcpy(pd_net_param(&net, "out.w")->w, w, sizeof w);
+        memcpy(pd_net_param(&net, "out.b")->w, bias, sizeof bias);
+        bind(&net, &b);
+        double cost = pd_net_forward(&net);
+        double want[2][2], sq = 0;
+        for (int r = 0; r < 2; r++) {
+            double s = exp(z[r][0]) + exp(z[r][1]);
+            for (int c = 0; c < 2; c++) {
+                double v = z[r][c];
+                switch (ai) {
+                case 1: v = v > 0 ? v : 0; break;
+                case 2: v = 1 / (1 + exp(-v)); break;
+                case 3: v = tanh(v); break;
+                case 4: v = exp(v) / s; break;
+                }
+                want[r][c] = v;
+                double d = v - (r == 0 && c == 1 ? 2 : 0);
+                sq += d * d;
+            }
+        }
+        for (int r = 0; r < 2; r++)
+            for (int c = 0; c < 2; c++) CHECK_NEAR(net.layers[o].out[r * 2 + c], want[r][c], 1e-6);
+        CHECK_NEAR(cost, sq / 2, 1e-6);
+        if (ai == 0) CHECK_NEAR(cost, (0.75 * 0.75 + 0.3 * 0.3 + 0.3 * 0.3 + 0.4 * 0.4) / 2, 1e-6);
+        pd_net_free(&net);
+        pd_batch_free(&b);
+    }
+}
+
+/* embedding, the three poolings (one sequence empty), concat, cos_sim and
+ * the costs, on values worked out by hand */
+PD_TEST(layers_forward_by_hand)
+{
+    model m;
+    model_init(&m);
+    int ids = add_data(&m, "words", "id_list", 5);
+    int y = add_data(&m, "y", "dense", 2);
+    int e = add_embedding(&m, "emb", ids, 2);
+    int psum = add_seq_pool(&m, "sum", e, "sum");
+    int pavg = add_seq_pool(&m, "avg", e, "average");
+    int pmax = add_seq_pool(&m, "max", e, "max");
+    int cat = add_layer(&m, "concat", "cat", 4, psum, pavg);
+    int cos = add_layer(&m, "cos_sim", "cos", 1, psum, pmax);
+    m.l[cos].scale = 5;
+    int se = add_cost(&m, "square_error_cost", pmax, y);
+
+    static const float table[5][2] = {{0.1f, 0.9f}, {0.5f, -0.2f}, {-0.3f, 0.4f}, {0.8f, 0}, {-0.6f, -0.7f}};
+    static const int32_t seq0[] = {1, 3, 2}, seq1[] = {4}, seq3[] = {0, 4};
+    static const int32_t *seqs[4] = {seq0, seq1, NULL, seq3};
+    static const int lens[4] = {3, 1, 0, 2};
+    static const double want_sum[4][2] = {{1.0, 0.2}, {-0.6, -0.7}, {0, 0}, {-0.5, 0.2}};
+    static const double want_avg[4][2] = {{1.0 / 3, 0.2 / 3}, {-0.6, -0.7}, {0, 0}, {-0.25, 0.1}};
+    static const double want_max[4][2] = {{0.8, 0.4}, {-0.6, -0.7}, {0, 0}, {0.1, 0.9}};
+    pd_batch b;
+    pd_batch_init(&b, m.layout, m.nslots);
+    for (int i = 0; i < 4; i++) {
+        pd_slot_push_ids(&b.slots[0], i, seqs[i], lens[i]);
+        float *yv = pd_slot_push_dense(&b.slots[1], i);
+        yv[0] = 1;
+        yv[1] = 0;
+        b.n++;
+    }
+    pd_net net;
+    build(&net, &m, 1);
+    memcpy(pd_net_param(&net, "emb.w")->w, table, sizeof table);
+    bind(&net, &b);
+    double cost = pd_net_forward(&net);
+
+    /* the embedding: one row per id, in order */
+    CHECK_EQ_INT(net.layers[e].rows, 6);
+    static const int32_t all[6] = {1, 3, 2, 4, 0, 4};
+    for (int r = 0; r < 6; r++)
+        for (int c = 0; c < 2; c++) CHECK_NEAR(net.layers[e].out[r * 2 + c], table[all[r]][c], 0);
+    double se_sum = 0;
+    for (int i = 0; i < 4; i++) {
+        double dot = 0, nsum = 0, nmax = 0, want_se = 0;
+        for (int c = 0; c < 2; c++) {
+            CHECK_NEAR(net.layers[psum].out[i * 2 + c], want_sum[i][c], 1e-6);
+            CHECK_NEAR(net.layers[pavg].out[i * 2 + c], want_avg[i][c], 1e-6);
+            CHECK_NEAR(net.layers[pmax].out[i * 2 + c], want_max[i][c], 1e-6);
+            CHECK_NEAR(net.layers[cat].out[i * 4 + c], want_sum[i][c], 1e-6);
+            CHECK_NEAR(net.layers[cat].out[i * 4 + 2 + c], want_avg[i][c], 1e-6);
+            dot += want_sum[i][c] * want_max[i][c];
+            nsum += want_sum[i][c] * want_sum[i][c];
+            nmax += want_max[i][c] * want_max[i][c];
+            double d = want_max[i][c] - (c == 0 ? 1 : 0);
+            want_se += d * d;
+        }
+        double want_cos = nsum > 0 ? 5 * dot / sqrt(nsum * nmax) : 0; /* an empty pool scores 0 */
+        CHECK_NEAR(net.layers[cos].out[i], want_cos, 1e-5);
+        CHECK_NEAR(net.layers[se].out[i], want_se, 1e-6);
+        se_sum += want_se;
+    }
+    CHECK_NEAR(net.layers[cos].out[0], 5 * (0.8 + 0.08) / sqrt(1.04 * 0.8), 1e-5);
+    CHECK_NEAR(cost, se_sum / 4, 1e-6);
+    pd_net_free(&net);
+    pd_batch_free(&b);
+
+    /* cross_entropy of probabilities, softmax_cross_entropy of logits */
+    model m2;
+    model_init(&m2);
+    int p = add_data(&m2, "p", "dense", 3);
+    int label = add_data(&m2, "label", "id", 3);
+    int ce = add_cost(&m2, "cross_entropy", p, label);
+    int sx = add_cost(&m2, "softmax_cross_entropy", p, label);
+    static const float pv[2][3] = {{0.2f, 0.5f, 0.3f}, {0.7f, 0.2f, 0.1f}};
+    static const int32_t lv[2] = {1, 2};
+    pd_batch_init(&b, m2.layout, m2.nslots);
+    for (int i = 0; i < 2; i++) {
+        memcpy(pd_slot_push_dense(&b.slots[0], i), pv[i], sizeof pv[i]);
+        pd_slot_push_id(&b.slots[1], i, lv[i]);
+        b.n++;
+    }
+    build(&net, &m2, 1);
+    bind(&net, &b);
+    cost = pd_net_forward(&net);
+    CHECK_NEAR(net.layers[ce].out[0], -log(0.5), 1e-6);
+    CHECK_NEAR(net.layers[ce].out[1], -log(0.1), 1e-6);
+    CHECK_NEAR(net.layers[sx].out[0], log(exp(0.2) + exp(0.5) + exp(0.3)) - 0.5, 1e-6);
+    CHECK_NEAR(net.layers[sx].out[1], log(exp(0.7) + exp(0.2) + exp(0.1)) - 0.1, 1e-6);
+    CHECK_NEAR(cost, ((double)net.layers[sx].out[0] + net.layers[sx].out[1]) / 2, 1e-12);
+    CHECK_NEAR(pd_net_mean(&net, ce), (-log(0.5) - log(0.1)) / 2, 1e-6);
+    pd_net_free(&net);
+    pd_batch_free(&b);
+}
+
+/* the same seed gives the same weights and the same cost; another seed not */
+PD_TEST(net_forward_deterministic)
+{
+    model m;
+    model_init(&m);
+    int ids = add_data(&m, "words", "id_list", 20);
+    int x = add_data(&m, "x", "dense", 3);
+    int label = add_data(&m, "label", "id", 4);
+    int e = add_embedding(&m, "emb", ids, 5);
+    int s = add_seq_pool(&m, "pool", e, "average");
+    int h = add_fc(&m, "h", x, 5, "relu");
+    int c = add_layer(&m, "concat", "cat", 10, s, h);
+    int p = add_fc(&m, "prob", c, 4, "softmax");
+    add_cost(&m, "cross_entropy", p, label);
+    pd_batch b;
+    fill_batch(&b, &m, 8, 5);
+
+    pd_net n1, n2, n3;
+    build(&n1, &m, 7);
+    build(&n2, &m, 7);
+    build(&n3, &m, 8);
+    bind(&n1, &b);
+    bind(&n2, &b);
+    bind(&n3, &b);
+    int same_w = 1;
+    for (int i = 0; i < n1.nparams; i++) {
+        size_t bytes = (size_t)n1.params[i].rows * n1.params[i].cols * sizeof(float);
+        CHECK(memcmp(n1.params[i].w, n2.params[i].w, bytes) == 0);
+        same_w &= memcmp(n1.params[i].w, n3.params[i].w, bytes) == 0;
+    }
+    CHECK(!same_w);
+    double c1 = pd_net_forward(&n1), c2 = pd_net_forward(&n2), c3 = pd_net_forward(&n3);
+    CHECK(c1 == c2);
+    CHECK(c1 != c3);
+    CHECK(isfinite(c1) && c1 > 0);
+    CHECK(pd_net_forward(&n1) == c1); /* forward has no hidden state */
+    /* backward starts from zero gradients each time, sparse rows included */
+    pd_net_backward(&n1);
+    pd_net_forward(&n1);
+    pd_net_backward(&n1);
+    pd_net_backward(&n2);
+    for (int i = 0; i < n1.nparams; i++) {
+        size_t bytes = (size_t)n1.params[i].rows * n1.params[i].cols * sizeof(float);
+        CHECK(memcmp(n1.params[i].g, n2.params[i].g, bytes) == 0);
+    }
+    pd_net_free(&n1);
+    pd_net_free(&n2);
+    pd_net_free(&n3);
+    pd_batch_free(&b);
+}
