@@ -66,6 +66,10 @@ build/$(1)/unit_tests: $$(UNIT_OBJS_$(1)) $$(LIB_OBJS_$(1))
 	@mkdir -p $$(@D)
 	$(2) $(4) -o $$@ $$^ $$(DEPS_$(5)_LDFLAGS) $$(DEPS_$(5)_LIBS)
 
+build/$(1)/%_bench: build/obj/$(1)/bench/%_bench.o $$(LIB_OBJS_$(1))
+	@mkdir -p $$(@D)
+	$(2) $(4) -o $$@ $$^ $$(DEPS_$(5)_LDFLAGS) $$(DEPS_$(5)_LIBS)
+
 -include $$(OBJS_$(1):.o=.d) $$(UNIT_OBJS_$(1):.o=.d)
 endef
 
@@ -97,12 +101,15 @@ demo: paddle
 	@recipes/prepare.sh
 	./paddle run recipes/fit_a_line.lua --log_period=1000
 
-bench: paddle
+bench: paddle build/musl/ps_bench build/musl/sgemm_bench
 	@bench/run.sh ./paddle
 
 clean:
 	rm -rf build/obj build/gen build/musl build/asan build/tools paddle paddle-asan paddle-cuda
 
 include src/backend/cuda.mk
+# the CUDA binary and its unit tests are built by make test wherever nvcc is,
+# so that the GPU code cannot rot on machines without a GPU
+test: $(TEST_EXTRA_DEPS)
 
 .PHONY: test asan demo bench clean strip FORCE

@@ -147,7 +147,7 @@ local schema = {
   data = {
     train = str(nil),
     test = str(nil),
-    format = enum({ "uci_housing", "csv", "libsvm", "movielens" }, "csv"),
+    format = enum({ "uci_housing", "csv", "libsvm", "movielens", "synthetic" }, "csv"),
     header = bool(false),
     columns = strlist(),
     label = int(0, 1000000, nil),
@@ -155,6 +155,7 @@ local schema = {
     separator = str(","),
     shuffle_buffer = int(0, 100000000, 0),
     on_error = enum({ "fail", "skip" }, "fail"),
+    samples = int(1, 2000000000, 10000),
     queue = int(1, 4096, 8),
     test_fraction = num(0, 0.99, 0.1),
   },

@@ -18,6 +18,7 @@
 #include "nn/train.h"
 #include "launch/env.h"
 #include "launch/local.h"
+#include "launch/remote.h"
 #include "launch/secret.h"
 #include "ps/server.h"
 #include "ps/trainer.h"
@@ -27,6 +28,7 @@
 #include <netinet/in.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +45,13 @@ typedef struct command {
 static const command *find_command(const char *name);
 static void print_commands(FILE *f);
 
+/* paddle gen: in src/data/gen.c */
+int pd_cmd_gen(int argc, char **argv);
 
 /* --- version ------------------------------------------------------------- */
+
+/* CUDA runtime, driver and cuBLAS versions: src/backend/cuda.cu, paddle-cuda only. */
+const char *pd_cuda_version(void) __attribute__((weak));
 
 static int cmd_version(int argc, char **argv)
 {
@@ -59,6 +66,7 @@ static int cmd_version(int argc, char **argv)
     printf("  crypto   %s\n", pd_ssh_crypto_version());
     printf("  blas     %s\n", pd_blas_version());
     printf("  blas core on this cpu: %s\n", pd_blas_core());
+    if (pd_cuda_version) printf("  cuda     %s\n", pd_cuda_version());
     const pd_backend *cuda = pd_backend_get("cuda");
     if (cuda)
         printf("  cuda     available\n");
@@ -387,16 +395,74 @@ out_cli:
 
 static int cmd_run(int argc, char **argv)
 {
-    static const char *const known[] = {"init_model", NULL};
+    static const char *const known[] = {"init_model", "accept-new-host-keys!", NULL};
     pd_cli cli;
     pd_recipe r;
     int rc = pd_cli_parse(&cli, "run", argc, argv, 1, 1, known);
     if (rc) return rc;
     if ((rc = load_recipe(&r, &cli)) == 0) {
-        pd_local_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .cluster = cli.cluster};
+        if (r.nhosts > 0) {
+            pd_remote_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .cluster = cli.cluster,
+                                .accept_new = pd_cli_opt(&cli, "accept-new-host-keys") != NULL};
+            rc = pd_remote_run(&r, &o);
+        } else {
+            pd_local_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .cluster = cli.cluster};
+            rc = pd_local_run(&r, &o);
+        }
+        pd_recipe_free(&r);
+    }
+    pd_cli_free(&cli);
+    return rc;
+}
+
+/* `paddle node` (internal): the agent the launcher starts on each node over
+ * SSH. The secret arrives as the first line of stdin; stdin then stays open
+ * for the whole job, and its end (the launcher went away) ends every role. */
+static int cmd_node(int argc, char **argv)
+{
+    static const char *const known[] = {"roles", "endpoints", "node", "init_model", "bind", NULL};
+    pd_cli cli;
+    pd_recipe r;
+    int rc = pd_cli_parse(&cli, "node", argc, argv, 1, 1, known);
+    if (rc) return rc;
+    uint8_t secret[PD_SECRET];
+    char line[256];
+    size_t got = 0;
+    while (got < sizeof line - 1) { /* one byte at a time: stdin stays ours after */
+        ssize_t n = read(0, line + got, 1);
+        if (n <= 0 || line[got] == '\n') break;
+        got++;
+    }
+    line[got] = '\0';
+    pd_role roles[256];
+    int nroles = 0;
+    const char *spec = pd_cli_opt(&cli, "roles"), *eps = pd_cli_opt(&cli, "endpoints");
+    for (const char *p = spec; p && *p && nroles < 256;) {
+        char kind[8];
+        int id, port, used;
+        if (sscanf(p, "%2[a-z]:%d:%d%n", kind, &id, &port, &used) != 3) {
+            fprintf(stderr, "paddle node: bad --roles '%s'\n", spec);
+            rc = 2;
+            goto out;
+        }
+        roles[nroles++] = (pd_role){.kind = strcmp(kind, "ps") ? PD_ROLE_TRAINER : PD_ROLE_PSERVER, .id = id,
+                                    .port = port};
+        p += used;
+        if (*p == ',') p++;
+    }
+    if (!eps || pd_unhex(line, secret, PD_SECRET) < 0) {
+        fprintf(stderr, "paddle node: internal command of the launcher (needs --endpoints and the secret on stdin)\n");
+        rc = 2;
+        goto out;
+    }
+    if ((rc = load_recipe(&r, &cli)) == 0) {
+        pd_local_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .cluster = cli.cluster, .agent = 1,
+                           .nroles = nroles, .roles = roles, .endpoints = eps, .secret = secret, .watch_fd = 0,
+                           .bind = pd_cli_opt(&cli, "bind")};
         rc = pd_local_run(&r, &o);
         pd_recipe_free(&r);
     }
+out:
     pd_cli_free(&cli);
     return rc;
 }
@@ -461,6 +527,10 @@ static const command commands[] = {
      "The job ends when the trainers finish (exit 0), when a role dies (non-zero,\n"
      "naming it), or on Ctrl+C (every role is ended). --key=value overrides the\n"
      "recipe and is passed on to every role.\n"},
+    {"node", cmd_node, "RECIPE --roles=... --endpoints=...",
+     "(internal) The agent the launcher runs on each node over SSH.",
+     "Starts the roles placed on this node, streams their output, and ends them\n"
+     "all when its stdin closes (the launcher went away or the connection dropped).\n"},
     {"pserver", cmd_pserver, "RECIPE --pserver_id=N [--port=P] [--bind=ADDR] [--init_shard=DIR] [--key=value ...]",
      "Run one parameter server (what the launcher starts).",
      "Listens on port .. port + ports_num + ports_num_for_sparse - 1 (--port=0: a free\n"
@@ -484,6 +554,13 @@ static const command commands[] = {
      "and the rest the trainers. The job secret comes from PADDLE_JOB_SECRET (64 hex\n"
      "digits) or PADDLE_JOB_SECRET_FILE, the same for every role. A missing or\n"
      "contradictory variable is an error naming it.\n"},
+    {"gen", pd_cmd_gen, "movielens --out DIR [--seed N] [--ratings N] [--users N] [--movies N]",
+     "Write a synthetic data set shaped like a real one, with a planted structure.",
+     "movielens: users.dat, movies.dat and ratings.dat as MovieLens-1M (Latin-1,\n"
+     "'::'-separated; 6040 users, 3883 movies, 1,000,209 ratings by default; fewer\n"
+     "--ratings scale users and movies down). Ratings follow planted user and movie\n"
+     "biases and latent factors (from demographics and genres) plus noise. Prints the\n"
+     "test RMSE of predicting the mean and of the planted truth. Same seed, same bytes.\n"},
     {"version", cmd_version, "", "Print the version and what this binary is built with.",
      "Version, git revision, build flavour, and the versions of Lua, libssh2, its\n"
      "crypto library and OpenBLAS, with the BLAS core chosen for this CPU.\n"},

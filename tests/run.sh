@@ -2,17 +2,20 @@
 # run.sh PADDLE UNIT_TESTS - the whole test suite: the C unit tests, then every
 # tests/integration/*.sh against the real binary. Each integration script runs
 # in its own scratch directory with a time limit and reports its cases with
-# pass/fail (tests/integration/lib.sh). Ends with "N passed, N failed".
+# pass/fail (tests/integration/lib.sh). Ends with "N passed, N failed,
+# N skipped" (unit tests that cannot run here, e.g. CUDA ones without a GPU).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 paddle=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 unit=$2
+unit_abs=$(cd "$(dirname "$unit")" && pwd)/$(basename "$unit")
 filter=${TEST_FILTER:-}
 limit=${TEST_TIMEOUT:-300}
 
 passed=0
 failed=0
+skipped=0
 failures=()
 
 echo "== unit tests ($unit)"
@@ -24,22 +27,24 @@ if [ -z "$line" ]; then
     failures+=("unit runner")
 else
     p=$(sed -E 's/unit: ([0-9]+) passed.*/\1/' <<<"$line")
-    f=$(sed -E 's/.* ([0-9]+) failed/\1/' <<<"$line")
+    f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+    s=$(sed -nE 's/.* ([0-9]+) skipped.*/\1/p' <<<"$line")
     passed=$((passed + p))
     failed=$((failed + f))
+    skipped=$((skipped + ${s:-0}))
     while read -r name; do failures+=("unit $name"); done < <(awk '/^FAIL/ {print $2}' <<<"$out")
 fi
 
 echo "== integration tests ($paddle)"
 for t in "$here"/integration/*.sh; do
     name=$(basename "$t" .sh)
-    [ "$name" = lib ] && continue
+    [[ "$name" = lib || "$name" = *_lib ]] && continue  # sourced helpers, not tests
     [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
     scratch=$(mktemp -d "${TMPDIR:-/tmp}/pd-it-$name.XXXXXX")
     results="$scratch/.results"
     : >"$results"
     start=$(date +%s.%N)
-    (cd "$scratch" && PADDLE="$paddle" ROOT="$root" T="$scratch" RESULTS="$results" \
+    (cd "$scratch" && PADDLE="$paddle" UNIT="$unit_abs" ROOT="$root" T="$scratch" RESULTS="$results" \
         timeout -k 10 "$limit" bash "$t") >"$scratch/.log" 2>&1
     rc=$?
     secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
@@ -72,5 +77,5 @@ if [ "$failed" -gt 0 ]; then
     echo "failures:"
     printf '  %s\n' "${failures[@]}"
 fi
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

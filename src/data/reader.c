@@ -1,8 +1,9 @@
 /*
  * reader.c - the reader thread, the batch queue, and the table formats
- * (uci_housing, csv, libsvm). See reader.h.
+ * (uci_housing, csv, libsvm; movielens in movielens.c). See reader.h.
  */
 #include "reader.h"
+#include "movielens.h"
 #include "../core/log.h"
 #include "../core/pd.h"
 #include "../nn/net.h"
@@ -18,7 +19,7 @@
 #define MAX_COLUMNS 100000
 #define MAX_LINE (16 << 20)
 
-enum { FMT_UCI, FMT_CSV, FMT_LIBSVM };
+enum { FMT_UCI, FMT_CSV, FMT_LIBSVM, FMT_MOVIELENS, FMT_SYNTH };
 enum { ITEM_BATCH, ITEM_END, ITEM_ERROR };
 
 /* Which columns of a table row feed a slot (0-based, inclusive). */
@@ -43,6 +44,10 @@ struct pd_reader {
     /* uci_housing: the whole table, normalised */
     float *uci;
     int uci_rows;
+
+    /* movielens: the dataset, and the field each slot takes */
+    pd_movielens *ml;
+    int *ml_fields;
 
     /* queue */
     pthread_t thread;
@@ -433,6 +438,7 @@ static int push(pd_reader *rd, int kind, pd_batch *b)
     pthread_mutex_lock(&rd->mu);
     while (!rd->stop && rd->qlen == rd->qcap) pthread_cond_wait(&rd->cv, &rd->mu);
     if (rd->stop) {
+        if (b) rd->free_list[rd->nfree++] = b; /* not queued: pd_reader_close frees it */
         pthread_mutex_unlock(&rd->mu);
         return -1;
     }
@@ -555,6 +561,34 @@ static int read_table_file(pd_reader *rd, const char *file)
     return rc;
 }
 
+/* synthetic: random samples in the model's slots, for benchmarks and smoke
+ * tests (dense uniform with variance 1, but width-1 slots uniform in [1, 5]; ids uniform;
+ * id lists of 1 to 5 ids) */
+static void synth_sample(pd_reader *rd)
+{
+    pd_batch *st = &rd->stage;
+    pd_batch_clear(st);
+    for (int i = 0; i < rd->nslots; i++) {
+        pd_slot *s = &st->slots[i];
+        if (s->kind == PD_SLOT_DENSE) {
+            float *x = pd_slot_push_dense(s, 0);
+            for (int k = 0; k < s->width; k++) {
+                /* uniform, cheap: the reader must not be what a benchmark measures */
+                float u = (float)(pd_rng_next(&rd->rng) >> 40) * (1.0f / 16777216.0f);
+                x[k] = s->width == 1 ? 1 + 4 * u : 3.4641016f * (u - 0.5f);
+            }
+        } else if (s->kind == PD_SLOT_ID) {
+            pd_slot_push_id(s, 0, (int32_t)(pd_rng_next(&rd->rng) % (uint64_t)s->width));
+        } else {
+            int32_t ids[5];
+            int n = 1 + (int)(pd_rng_next(&rd->rng) % 5);
+            for (int k = 0; k < n; k++) ids[k] = (int32_t)(pd_rng_next(&rd->rng) % (uint64_t)s->width);
+            pd_slot_push_ids(s, 0, ids, n);
+        }
+    }
+    st->n = 1;
+}
+
 static int run_pass(pd_reader *rd)
 {
     rd->sample_index = 0;
@@ -566,6 +600,19 @@ static int run_pass(pd_reader *rd)
         for (int i = lo; i < hi; i++) {
             for (int k = 0; k < 14; k++) vals[k] = rd->uci[i * 14 + k];
             if (stage_row(rd, vals, 14, rd->files[0], i + 1) < 0) return -1;
+            if (offer(rd) < 0) return -1;
+        }
+    } else if (rd->format == FMT_SYNTH) {
+        for (long i = 0; i < rd->r->samples; i++) {
+            synth_sample(rd);
+            if (offer(rd) < 0) return -1;
+        }
+    } else if (rd->format == FMT_MOVIELENS) {
+        int want_test = rd->o.part == PD_PART_TEST;
+        for (long i = 0; i < rd->ml->nratings; i++) {
+            const pd_ml_rating *x = &rd->ml->ratings[i];
+            if (pd_movielens_is_test(x->user, x->movie, rd->r->test_fraction) != want_test) continue;
+            pd_movielens_stage(rd->ml, i, rd->ml_fields, &rd->stage);
             if (offer(rd) < 0) return -1;
         }
     } else {
@@ -617,6 +664,8 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
     const char *fmt = r->format ? r->format : "csv";
     rd->format = !strcmp(fmt, "uci_housing") ? FMT_UCI
                : !strcmp(fmt, "libsvm") ? FMT_LIBSVM
+               : !strcmp(fmt, "movielens") ? FMT_MOVIELENS
+               : !strcmp(fmt, "synthetic") ? FMT_SYNTH
                : FMT_CSV;
     rd->sep = rd->format == FMT_UCI ? ' ' : (r->separator && r->separator[0] ? r->separator[0] : ',');
     if (rd->sep == '\t') rd->sep = ' ';
@@ -632,10 +681,21 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
     }
     if ((rc = resolve_files(rd, path)) < 0) goto err;
     rd->split_files = rd->o.nshares > 1 && rd->nfiles >= rd->o.nshares && rd->format != FMT_UCI;
-    if (rd->format != FMT_LIBSVM && (rc = parse_columns(rd)) < 0) goto err;
+    if (rd->format != FMT_LIBSVM && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH &&
+        (rc = parse_columns(rd)) < 0)
+        goto err;
     if (rd->format == FMT_UCI && (rc = load_uci(rd)) < 0) goto err;
+    if (rd->format == FMT_MOVIELENS) {
+        /* data.train / data.test name the directory of the three .dat files */
+        rd->ml = pd_xcalloc(1, sizeof *rd->ml);
+        rd->ml_fields = pd_xcalloc((size_t)rd->nslots, sizeof *rd->ml_fields);
+        if ((rc = pd_movielens_load(rd->ml, rd->files[0], rd->skip_bad)) < 0 ||
+            (rc = pd_movielens_bind(rd->ml, rd->layout, rd->nslots, rd->ml_fields, r->path)) < 0)
+            goto err;
+        rd->skipped = rd->ml->skipped;
+    }
     /* files that cannot be opened are reported now, not in the middle of a pass */
-    for (int k = 0; k < rd->nfiles; k++) {
+    for (int k = 0; k < rd->nfiles && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH; k++) {
         FILE *f = fopen(rd->files[k], "r");
         if (!f) {
             rc = pd_err_set(PD_ENOENT, "cannot open data file %s: %s", rd->files[k], strerror(errno));
@@ -742,6 +802,9 @@ void pd_reader_close(pd_reader *rd)
     free(rd->layout);
     free(rd->cols);
     free(rd->uci);
+    if (rd->ml) pd_movielens_free(rd->ml);
+    free(rd->ml);
+    free(rd->ml_fields);
     pthread_mutex_destroy(&rd->mu);
     pthread_cond_destroy(&rd->cv);
     free(rd);

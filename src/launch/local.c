@@ -28,7 +28,8 @@ typedef struct child {
     pid_t pid;
     int out_fd;             /* its stdout+stderr, -1 when closed */
     int ready_fd;           /* pservers: reports the port */
-    int port;
+    int port;               /* the port it listens on */
+    int want_port;          /* agent mode: the planned port */
     char line[4096];
     size_t line_len;
     char *tail[TAIL_LINES];
@@ -43,6 +44,7 @@ typedef struct job {
     int nkids;
     int log_server, log_train;
     int sig_pipe[2];
+    int watch_fd;           /* EOF here ends the job (agent mode), or -1 */
     double t0;
 } job;
 
@@ -195,7 +197,7 @@ static void print_tail(const child *c)
  * the deadline passed. Returns the signal that arrived (0 if none). */
 static int pump(job *j, double deadline, int want_all_exit, int stop_on_signal)
 {
-    struct pollfd *p = pd_xcalloc((size_t)j->nkids + 1, sizeof *p);
+    struct pollfd *p = pd_xcalloc((size_t)j->nkids + 2, sizeof *p);
     int got_sig = 0;
     for (;;) {
         reap(j);
@@ -215,7 +217,12 @@ static int pump(job *j, double deadline, int want_all_exit, int stop_on_signal)
         int n = 0;
         p[n].fd = j->sig_pipe[0];
         p[n++].events = POLLIN;
-        int map[1024];
+        int map[1024], watch = -1;
+        if (j->watch_fd >= 0) {
+            watch = n;
+            p[n].fd = j->watch_fd;
+            p[n++].events = POLLIN;
+        }
         for (int i = 0; i < j->nkids && n < 1024; i++)
             if (j->kids[i].out_fd >= 0) {
                 map[n] = i;
@@ -232,8 +239,17 @@ static int pump(job *j, double deadline, int want_all_exit, int stop_on_signal)
                 if (b[i] != SIGCHLD) got_sig = b[i];
             if (got_sig && stop_on_signal) break;
         }
+        if (watch >= 0 && (p[watch].revents & (POLLIN | POLLHUP | POLLERR))) {
+            char b[256];
+            ssize_t k = read(j->watch_fd, b, sizeof b);
+            if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+                j->watch_fd = -1; /* the launcher went away */
+                got_sig = -1;
+                if (stop_on_signal) break;
+            }
+        }
         for (int i = 1; i < n; i++)
-            if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) drain(j, &j->kids[map[i]]);
+            if (i != watch && (p[i].revents & (POLLIN | POLLHUP | POLLERR))) drain(j, &j->kids[map[i]]);
     }
     free(p);
     return got_sig;
@@ -302,9 +318,10 @@ static char **role_argv(const char *exe, const pd_recipe *r, const pd_local_opts
     a[n++] = pd_xstrdup("--log_dir=log");
     if (c->kind == PD_ROLE_PSERVER) {
         a[n++] = pd_xasprintf("--pserver_id=%d", c->id);
-        a[n++] = pd_xstrdup("--port=0");
+        a[n++] = pd_xasprintf("--port=%d", c->want_port);
         a[n++] = pd_xstrdup("--ready_fd=4");
-        a[n++] = pd_xstrdup("--bind=127.0.0.1");
+        if (!o->agent) a[n++] = pd_xstrdup("--bind=127.0.0.1");
+        else if (o->bind) a[n++] = pd_xasprintf("--bind=%s", o->bind);
     } else {
         a[n++] = pd_xasprintf("--trainer_id=%d", c->id);
         if (c->id == 0 && o->init_model) a[n++] = pd_xasprintf("--init_model=%s", o->init_model);
@@ -344,7 +361,7 @@ int pd_local_run(const pd_recipe *r, const pd_local_opts *o)
         fprintf(stderr, "paddle: cannot find my own executable (/proc/self/exe)\n");
         return 1;
     }
-    if (r->nhosts > 0) {
+    if (r->nhosts > 0 && !o->agent) {
         fprintf(stderr, "paddle: %s names %d hosts; running on a cluster over SSH is not in this build yet "
                         "(remove cluster.hosts to run a local simulated cluster)\n", r->path, r->nhosts);
         free(exe);
@@ -356,7 +373,8 @@ int pd_local_run(const pd_recipe *r, const pd_local_opts *o)
         free(exe);
         return 2;
     }
-    if (pd_secret_new(secret) < 0) {
+    if (o->agent) memcpy(secret, o->secret, PD_SECRET);
+    else if (pd_secret_new(secret) < 0) {
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
         free(exe);
         return 1;
@@ -381,21 +399,33 @@ int pd_local_run(const pd_recipe *r, const pd_local_opts *o)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    j->nkids = r->pservers + r->trainers;
-    j->kids = pd_xcalloc((size_t)j->nkids, sizeof *j->kids);
-    for (int i = 0; i < j->nkids; i++) {
-        child *c = &j->kids[i];
-        c->kind = i < r->pservers ? PD_ROLE_PSERVER : PD_ROLE_TRAINER;
-        c->id = i < r->pservers ? i : i - r->pservers;
-        snprintf(c->name, sizeof c->name, "%s %d", pd_role_name(c->kind), c->id);
-        c->out_fd = c->ready_fd = -1;
+    j->watch_fd = o->agent ? o->watch_fd : -1;
+    /* the roles: every one (local), or those the launcher placed here (agent);
+     * pservers first */
+    int nps = 0, ntr = 0;
+    j->nkids = o->agent ? o->nroles : r->pservers + r->trainers;
+    j->kids = pd_xcalloc((size_t)j->nkids + 1, sizeof *j->kids);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < (o->agent ? o->nroles : j->nkids); i++) {
+            int kind = o->agent ? o->roles[i].kind : (i < r->pservers ? PD_ROLE_PSERVER : PD_ROLE_TRAINER);
+            if (kind != (k == 0 ? PD_ROLE_PSERVER : PD_ROLE_TRAINER)) continue;
+            child *c = &j->kids[nps + ntr];
+            c->kind = kind;
+            c->id = o->agent ? o->roles[i].id : (i < r->pservers ? i : i - r->pservers);
+            c->want_port = o->agent ? o->roles[i].port : 0;
+            snprintf(c->name, sizeof c->name, "%s %d", pd_role_name(c->kind), c->id);
+            c->out_fd = c->ready_fd = -1;
+            if (kind == PD_ROLE_PSERVER) nps++;
+            else ntr++;
+        }
+    if (!o->agent) {
+        printf("paddle: local job %s: %d pserver%s, %d trainer%s, %s mode; logs in log/\n", r->path, r->pservers,
+               r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "", r->mode);
+        fflush(stdout);
     }
-    printf("paddle: local job %s: %d pserver%s, %d trainer%s, %s mode; logs in log/\n", r->path, r->pservers,
-           r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "", r->mode);
-    fflush(stdout);
 
-    /* pservers first; each reports the port range it found free */
-    for (int i = 0; i < r->pservers; i++) {
+    /* pservers first; each reports the port range it listens on */
+    for (int i = 0; i < nps; i++) {
         char **argv = role_argv(exe, r, o, &j->kids[i], NULL);
         int rc = spawn(j, &j->kids[i], argv, secret);
         free_argv(argv);
@@ -405,7 +435,7 @@ int pd_local_run(const pd_recipe *r, const pd_local_opts *o)
         }
     }
     double deadline = pd_now() + READY_TIMEOUT;
-    for (int i = 0; i < r->pservers; i++) {
+    for (int i = 0; i < nps; i++) {
         child *c = &j->kids[i];
         while (c->port == 0) {
             struct pollfd p = {.fd = c->ready_fd, .events = POLLIN};
@@ -432,14 +462,18 @@ int pd_local_run(const pd_recipe *r, const pd_local_opts *o)
     }
     size_t eplen = 0;
     char *endpoints = pd_xcalloc(1, 1);
-    for (int i = 0; i < r->pservers; i++) {
+    for (int i = 0; i < (o->agent ? 0 : r->pservers); i++) {
         char ep[64];
         int n = snprintf(ep, sizeof ep, "%s127.0.0.1:%d", i ? "," : "", j->kids[i].port);
         endpoints = pd_xrealloc(endpoints, eplen + (size_t)n + 1);
         memcpy(endpoints + eplen, ep, (size_t)n + 1);
         eplen += (size_t)n;
     }
-    for (int i = r->pservers; i < j->nkids; i++) {
+    if (o->agent) {
+        free(endpoints);
+        endpoints = pd_xstrdup(o->endpoints);
+    }
+    for (int i = nps; i < j->nkids; i++) {
         char **argv = role_argv(exe, r, o, &j->kids[i], endpoints);
         int rc = spawn(j, &j->kids[i], argv, secret);
         free_argv(argv);
@@ -452,8 +486,10 @@ int pd_local_run(const pd_recipe *r, const pd_local_opts *o)
     free(endpoints);
 
     /* run until every trainer finished, a role failed, or a signal */
-    int trainers_done = 0;
-    while (trainers_done < r->trainers) {
+    int trainers_done = 0, pservers_done = 0;
+    /* a node without trainers is done when its pservers are (every trainer
+     * elsewhere said FINISH) */
+    while (ntr > 0 ? trainers_done < ntr : pservers_done < nps) {
         if ((sig = pump(j, pd_now() + 3600, 0, 1)) != 0) goto interrupted;
         reap(j);
         for (int i = 0; i < j->nkids; i++) {
@@ -466,7 +502,10 @@ int pd_local_run(const pd_recipe *r, const pd_local_opts *o)
                 continue;
             }
             /* a pserver exits 0 only once every trainer said FINISH */
-            if (ok) continue;
+            if (ok) {
+                pservers_done++;
+                continue;
+            }
             /* a role failed */
             char how[96];
             describe(c, how, sizeof how);
@@ -491,13 +530,15 @@ int pd_local_run(const pd_recipe *r, const pd_local_opts *o)
             status = 1;
         }
     }
-    printf("paddle: job done in %.1f s: %d trainer%s finished, %d pserver%s stopped; model in %s/\n",
-           pd_now() - j->t0, r->trainers, r->trainers > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "",
-           r->save_dir);
+    if (!o->agent)
+        printf("paddle: job done in %.1f s: %d trainer%s finished, %d pserver%s stopped; model in %s/\n",
+               pd_now() - j->t0, r->trainers, r->trainers > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "",
+               r->save_dir);
     goto out;
 
 interrupted:
-    fprintf(stderr, "paddle: %s: stopping every role\n", sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig));
+    fprintf(stderr, "paddle: %s: stopping every role\n",
+            sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig));
     stop_all(j);
     report(j);
     status = 130;

@@ -120,6 +120,7 @@ static void read_data(lua_State *L, pd_recipe *r)
     r->features = get_int(L, "features", 0);
     r->shuffle_buffer = get_int(L, "shuffle_buffer", 0);
     r->queue = get_int(L, "queue", 8);
+    r->samples = (long)get_num(L, "samples", 10000);
     r->test_fraction = get_num(L, "test_fraction", 0.1);
     r->ncolumns = get_strlist(L, "columns", &r->columns);
     lua_pop(L, 1);

@@ -92,6 +92,7 @@ typedef struct pd_recipe {
     /* data { } */
     char *train, *test, *format, *separator, *on_error;
     int header, label, features, shuffle_buffer, queue;
+    long samples;       /* synthetic: samples per pass */
     double test_fraction;
     int ncolumns;
     char **columns;

@@ -128,6 +128,10 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
                 break;
             }
             metrics_text(r, tm, mtext, sizeof mtext);
+            /* a square error on one output: its root is the error in the label's units (stars) */
+            const pd_layer_desc *costl = &r->layers[r->cost];
+            if (!strcmp(costl->type, "square_error_cost") && r->layers[costl->inputs[0]].size == 1)
+                snprintf(mtext + strlen(mtext), sizeof mtext - strlen(mtext), ", test rmse %.4f", sqrt(test_cost));
         }
         PD_INFO("pass %d done: %ld samples in %.2f s (%.0f samples/s), train cost %.6g, test cost %.6g%s", pass,
                 samples, secs, samples / secs, samples ? sum / samples : NAN, test_cost, mtext);

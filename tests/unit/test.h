@@ -61,6 +61,10 @@ void pd_test_fail(const char *file, int line, const char *fmt, ...)
             pd_test_fail(__FILE__, __LINE__, "%s ~ %s: %.9g vs %.9g (tol %g)", #a, #b, a_, b_, t_); \
     } while (0)
 
+/* End this test as skipped, not passed, saying why (e.g. "no CUDA device:
+ * ..."): for tests that need what this machine lacks. */
+void pd_test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
 /* A scratch directory for this test (removed by the runner afterwards). */
 const char *pd_test_dir(void);
 /* Write text to dir/name; returns the full path (static buffer per call site ok). */

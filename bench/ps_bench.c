@@ -1,0 +1,135 @@
+/*
+ * ps_bench.c - pserver dense push+pull bandwidth against raw loopback TCP,
+ * both measured in this run.
+ *
+ *     build/musl/ps_bench [floats]      (default 10M floats: 40 MB each way)
+ *
+ * Raw: one process streams bytes to another over 127.0.0.1 (one TCP stream).
+ * Pserver: one trainer pushes a gradient of N floats and pulls the new
+ * values from one pserver (SGD), repeatedly; bandwidth = 2 * 4N bytes per
+ * step. Prints both and their ratio.
+ */
+#include "../src/core/log.h"
+#include "../src/core/pd.h"
+#include "../src/launch/secret.h"
+#include "../src/nn/net.h"
+#include "../src/ps/client.h"
+#include "../src/ps/server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static double raw_loopback(size_t total)
+{
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    socklen_t len = sizeof sa;
+    if (bind(ls, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(ls, 1) < 0) return 0;
+    getsockname(ls, (struct sockaddr *)&sa, &len);
+    size_t chunk = 1 << 20;
+    char *buf = calloc(1, chunk);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) _exit(1);
+        for (size_t sent = 0; sent < total;) {
+            ssize_t n = write(fd, buf, PD_MIN(chunk, total - sent));
+            if (n <= 0) _exit(1);
+            sent += (size_t)n;
+        }
+        _exit(0);
+    }
+    int fd = accept(ls, NULL, NULL);
+    double t0 = pd_now();
+    size_t got = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, chunk);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    double secs = pd_now() - t0;
+    waitpid(pid, NULL, 0);
+    close(fd);
+    close(ls);
+    free(buf);
+    return got / secs;
+}
+
+int main(int argc, char **argv)
+{
+    long floats = argc > 1 ? atol(argv[1]) : 10000000;
+    int cols = 10000, rows = (int)(floats / cols);
+    char path[] = "/tmp/pd-ps-bench-XXXXXX";
+    int fd = mkstemp(path);
+    dprintf(fd, "data { train = 'x' }\nmodel = function(nn)\n  local x, y = nn.data('x', %d), nn.data('y', %d)\n"
+                "  return nn.square_error_cost(nn.fc(x, %d, { bias = false }), y)\nend\n"
+                "optimizer = nn.sgd { learning_rate = 0.001 }\njob { pservers = 1, trainers = 1 }\n",
+            rows, cols, cols);
+    close(fd);
+    pd_recipe r;
+    if (pd_recipe_load(&r, path, NULL, NULL, 0) < 0) {
+        fprintf(stderr, "%s\n", pd_err_msg());
+        return 1;
+    }
+    unlink(path);
+    signal(SIGPIPE, SIG_IGN);
+    pd_log_quiet(1);
+
+    double raw = raw_loopback((size_t)4 * floats * 10);
+
+    uint8_t secret[PD_SECRET], job[PD_JOB_ID];
+    pd_secret_new(secret);
+    pd_job_id(secret, job);
+    int p[2];
+    if (pipe(p) < 0) return 1;
+    pid_t server = fork();
+    if (server == 0) {
+        close(p[0]);
+        pd_server_opts o = {.id = 0, .npservers = 1, .ntrainers = 1, .bind_addr = "127.0.0.1", .ready_fd = p[1]};
+        memcpy(o.secret, secret, PD_SECRET);
+        memcpy(o.job, job, PD_JOB_ID);
+        _exit(pd_server_run(&r, &o) < 0);
+    }
+    close(p[1]);
+    char buf[32] = "";
+    if (read(p[0], buf, sizeof buf - 1) <= 0) return 1;
+    pd_endpoint ep = {"127.0.0.1", atoi(buf)};
+    pd_layout lay;
+    pd_layout_make(&lay, &r, 1);
+    pd_net net;
+    pd_net_build(&net, &r, &pd_backend_cpu, 1);
+    pd_client c;
+    if (pd_client_connect(&c, &lay, &ep, 1, 0, secret, job, 30) < 0 || pd_client_init(&c, &net) < 0) {
+        fprintf(stderr, "%s\n", pd_err_msg());
+        return 1;
+    }
+    int steps = 10;
+    pd_client_step(&c, &net); /* warm up */
+    double t0 = pd_now();
+    for (int i = 0; i < steps; i++)
+        if (pd_client_step(&c, &net) < 0) {
+            fprintf(stderr, "%s\n", pd_err_msg());
+            return 1;
+        }
+    double secs = pd_now() - t0;
+    double ps = 2.0 * 4 * (double)lay.params[0].rows * lay.params[0].cols * steps / secs;
+    pd_client_finish(&c);
+    pd_client_free(&c);
+    waitpid(server, NULL, 0);
+    printf("loopback TCP, one stream:        %8.0f MB/s\n", raw / 1e6);
+    printf("pserver push+pull of %ld floats: %8.0f MB/s (%.1f ms per step)\n", floats, ps / 1e6,
+           secs / steps * 1e3);
+    printf("ratio pserver / loopback:        %8.2f (target >= 0.7)\n", ps / raw);
+    pd_net_free(&net);
+    pd_layout_free(&lay);
+    pd_recipe_free(&r);
+    return 0;
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# run.sh PADDLE - benchmarks, each printed as a ratio against a baseline
+# measured in this same run (these machines are shared and noisy: compare
+# ratios, not absolute figures). Not a test: it asserts nothing.
+#
+#   training speed against PyTorch (Debian's python3-torch, CPU, same threads):
+#     fit_a_line (batch 20), MLP 784-512-512-10 (batch 128), recommender (batch 256)
+#   the MLP's GFLOP/s as a fraction of OpenBLAS sgemm measured here
+#   pserver push+pull bandwidth against raw loopback TCP
+#   paddle run (1 pserver + 1 trainer) against paddle train; 2 trainers against 1
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+paddle=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+threads=${BENCH_THREADS:-2}
+export OPENBLAS_NUM_THREADS=$threads OMP_WAIT_POLICY=PASSIVE
+PY=/usr/bin/python3
+work=$(mktemp -d /tmp/pd-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+if ! $PY -c 'import torch' 2>/dev/null; then
+    echo "bench: installing Debian's python3-torch (the PyTorch baseline)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-torch >/dev/null 2>&1 ||
+        echo "bench: python3-torch is not available; PyTorch ratios are skipped" >&2
+fi
+have_torch=0
+$PY -c 'import torch' 2>/dev/null && have_torch=1
+
+"$root/recipes/prepare.sh"
+mkdir -p "$work/data/uci_housing"
+cp "$root/recipes/data/uci_housing/housing.data" "$work/data/uci_housing/"
+cp "$root/recipes/fit_a_line.lua" "$here/mlp.lua" "$here/rec.lua" "$work/"
+cd "$work"
+
+# samples/s of the training loop: all samples over all seconds of passes 1..
+rate() {
+    awk '/pass [0-9]+ done:/ { for (i = 1; i <= NF; i++) { if ($i == "done:") n = $(i+1); if ($i == "in") s = $(i+1) }
+         if ($0 !~ /pass 0 done/) { N += n; S += s } } END { if (S > 0) printf "%.0f", N / S; else print 0 }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+echo "== training speed, $threads threads (samples/s; ratio = paddle / pytorch)"
+declare -A ours
+ours[fit_a_line]=$("$paddle" train fit_a_line.lua --passes=60 --log_period=1000000 --save_dir=o1 2>&1 | rate)
+ours[mlp]=$("$paddle" train mlp.lua --passes=4 --save_dir=o2 2>&1 | rate)
+ours[rec]=$("$paddle" train rec.lua --passes=4 --save_dir=o3 2>&1 | rate)
+declare -A target=([fit_a_line]=10 [mlp]=1.0 [rec]=3)
+for m in fit_a_line mlp rec; do
+    theirs=0
+    if [ $have_torch = 1 ]; then
+        theirs=$($PY "$here/torch_models.py" $m data/uci_housing/housing.data 2>/dev/null | awk '{print $2}')
+    fi
+    printf '  %-12s paddle %9s  pytorch %9s  ratio %6s  (target >= %s)\n' $m "${ours[$m]}" "${theirs:-0}" \
+        "$(ratio "${ours[$m]}" "${theirs:-0}")" "${target[$m]}"
+done
+
+echo "== MLP against OpenBLAS sgemm"
+peak=$("$root/build/musl/sgemm_bench" 1024 | awk '{print $2}')
+# FLOPs per sample: forward 2*(784*512 + 512*512 + 512*10), weight gradients the
+# same again, input gradients of layers 2 and 3 (the data layer needs none)
+flops=$(( 2 * (784*512 + 512*512 + 512*10) * 2 + 2 * (512*512 + 512*10) ))
+gf=$(awk -v r="${ours[mlp]}" -v f=$flops 'BEGIN { printf "%.1f", r * f / 1e9 }')
+printf '  sgemm 1024^3 %s GFLOP/s; MLP training %s GFLOP/s; fraction %s (target >= 0.9)\n' "$peak" "$gf" \
+    "$(ratio "$gf" "$peak")"
+
+echo "== pserver bandwidth"
+"$root/build/musl/ps_bench" | sed 's/^/  /'
+
+echo "== distributed against local (recommender, sync)"
+local_rate=${ours[rec]}
+one=$("$paddle" run rec.lua --passes=4 --save_dir=o4 2>&1 | grep '^\[trainer 0\]' | rate)
+two=$("$paddle" run rec.lua --passes=4 --trainers=2 --save_dir=o5 2>&1 | grep '^\[trainer' | rate)
+# with 2 trainers each reports its own rate; the job's rate is their sum
+two_sum=$(awk -v r="$two" 'BEGIN { printf "%.0f", r * 2 }')
+printf '  paddle train %s, paddle run 1 pserver + 1 trainer %s: ratio %s (target >= 0.7)\n' "$local_rate" "$one" \
+    "$(ratio "$one" "$local_rate")"
+printf '  2 trainers %s against 1 trainer %s: ratio %s\n' "$two_sum" "$one" "$(ratio "$two_sum" "$one")"

@@ -1,0 +1,110 @@
+"""PyTorch peers of paddle's benchmark models, timed the same way.
+
+usage: torch_models.py fit_a_line HOUSING_DATA | mlp | rec
+Prints one line: "<model> <samples/s>". Threads: set OPENBLAS_NUM_THREADS
+and OMP_WAIT_POLICY=PASSIVE in the environment (Debian's torch runs GEMM on
+OpenBLAS threads that torch.set_num_threads does not limit).
+"""
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+torch.set_num_threads(int(os.environ.get("OPENBLAS_NUM_THREADS", "2")))
+torch.manual_seed(1)
+
+
+def timed(step, batches, warm=5):
+    for b in batches[:warm]:
+        step(*b)
+    t0 = time.perf_counter()
+    n = 0
+    for b in batches:
+        step(*b)
+        n += len(b[-1])
+    return n / (time.perf_counter() - t0)
+
+
+def fit_a_line(path):
+    rows = np.loadtxt(path, dtype=np.float32)
+    x, y = rows[:, :13], rows[:, 13:14]
+    x = (x - x.mean(0)) / (x.max(0) - x.min(0))
+    split = int(len(rows) * 0.8)
+    x, y = torch.from_numpy(x[:split].copy()), torch.from_numpy(y[:split].copy())
+    model = torch.nn.Linear(13, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.001)
+    batches = [(x[i:i + 20], y[i:i + 20]) for i in range(0, split, 20)] * 50
+
+    def step(xb, yb):
+        opt.zero_grad()
+        loss = ((model(xb) - yb) ** 2).mean()
+        loss.backward()
+        opt.step()
+    return timed(step, batches)
+
+
+def mlp():
+    model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                                torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    lossf = torch.nn.CrossEntropyLoss()
+    batches = [(torch.randn(128, 784), torch.randint(0, 10, (128,))) for _ in range(60)]
+
+    def step(xb, yb):
+        opt.zero_grad()
+        lossf(model(xb), yb).backward()
+        opt.step()
+    return timed(step, batches)
+
+
+class Rec(torch.nn.Module):
+    """The PaddlePaddle book's recommender, as recipes/recommendation.lua."""
+    def __init__(s):
+        super().__init__()
+        E = torch.nn.Embedding
+        s.uid, s.gender, s.age, s.job = E(6041, 32), E(2, 16), E(7, 16), E(21, 16)
+        s.uid_fc, s.gender_fc, s.age_fc, s.job_fc = (torch.nn.Linear(d, 32) for d in (32, 16, 16, 16))
+        s.user_fc = torch.nn.Linear(128, 200)
+        s.mid, s.genres, s.title = E(3953, 32), torch.nn.EmbeddingBag(19, 32, mode="sum"), \
+            torch.nn.EmbeddingBag(5175, 32, mode="sum")
+        s.mid_fc, s.genres_fc, s.title_fc = (torch.nn.Linear(32, 32) for _ in range(3))
+        s.movie_fc = torch.nn.Linear(96, 200)
+
+    def forward(s, uid, gender, age, job, mid, genres, goff, title, toff):
+        u = torch.cat([s.uid_fc(s.uid(uid)), s.gender_fc(s.gender(gender)), s.age_fc(s.age(age)),
+                       s.job_fc(s.job(job))], 1)
+        u = torch.tanh(s.user_fc(u))
+        m = torch.cat([s.mid_fc(s.mid(mid)), s.genres_fc(s.genres(genres, goff)),
+                       s.title_fc(s.title(title, toff))], 1)
+        m = torch.tanh(s.movie_fc(m))
+        return 5 * torch.nn.functional.cosine_similarity(u, m).unsqueeze(1)
+
+
+def rec():
+    model = Rec()
+    opt = torch.optim.Adam(model.parameters(), lr=0.001)
+    B = 256
+    batches = []
+    for _ in range(60):
+        glen = torch.randint(1, 4, (B,))
+        tlen = torch.randint(1, 6, (B,))
+        goff = torch.cat([torch.zeros(1, dtype=torch.long), glen.cumsum(0)[:-1]])
+        toff = torch.cat([torch.zeros(1, dtype=torch.long), tlen.cumsum(0)[:-1]])
+        batches.append((torch.randint(0, 6041, (B,)), torch.randint(0, 2, (B,)), torch.randint(0, 7, (B,)),
+                        torch.randint(0, 21, (B,)), torch.randint(0, 3953, (B,)),
+                        torch.randint(0, 19, (int(glen.sum()),)), goff,
+                        torch.randint(0, 5175, (int(tlen.sum()),)), toff, torch.rand(B, 1) * 4 + 1))
+
+    def step(*b):
+        opt.zero_grad()
+        ((model(*b[:-1]) - b[-1]) ** 2).mean().backward()
+        opt.step()
+    return timed(step, batches)
+
+
+if __name__ == "__main__":
+    which = sys.argv[1]
+    r = fit_a_line(sys.argv[2]) if which == "fit_a_line" else mlp() if which == "mlp" else rec()
+    print("%s %.0f" % (which, r))

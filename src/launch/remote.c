@@ -1,0 +1,607 @@
+/* remote.c - deploy over SSH, one node agent per host, stream, end. */
+#include "remote.h"
+#include "plan.h"
+#include "secret.h"
+#include "ssh.h"
+#include "../core/pd.h"
+#include "../ps/proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STOP_GRACE 5.0
+#define CHUNK 200   /* files per remote shell command */
+
+typedef struct wfile {
+    char *rel;              /* path inside the workspace */
+    char *local;
+    char hash[65];
+    int mode;
+} wfile;
+
+typedef struct node {
+    int index;
+    const pd_host *h;
+    pd_ssh *ssh;
+    pd_ssh_chan *chan;
+    char *err;              /* what failed while deploying */
+    int copied_binary, files_sent, files_cached;
+    char out_line[4096], err_line[4096];
+    size_t out_len, err_len;
+    int out_eof, err_eof, done, status;
+    char *exit_signal;
+    double t_ready;
+} node;
+
+typedef struct deploy {
+    const pd_recipe *r;
+    const pd_remote_opts *o;
+    const pd_plan *plan;
+    const char *exe;
+    char exe_hash[65];
+    const char *root;       /* root_dir on the nodes ("." = home) */
+    char *job_dir;          /* absolute or home-relative */
+    char *recipe_rel;       /* the recipe's path inside the job dir */
+    char *cluster_rel;
+    wfile *files;
+    int nfiles;
+    const char *endpoints;
+    uint8_t secret[PD_SECRET];
+    pd_ssh_opts sopts;
+} deploy;
+
+static volatile sig_atomic_t got_signal;
+static void on_signal(int sig) { got_signal = sig; }
+
+static int hash_file(const char *path, char *hex)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return pd_err_set(PD_EIO, "cannot read %s: %s", path, strerror(errno));
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) EVP_DigestUpdate(ctx, buf, n);
+    int bad = ferror(f);
+    fclose(f);
+    unsigned char md[32];
+    unsigned int len = 32;
+    EVP_DigestFinal_ex(ctx, md, &len);
+    EVP_MD_CTX_free(ctx);
+    if (bad) return pd_err_set(PD_EIO, "cannot read %s", path);
+    pd_hex(md, 32, hex);
+    return 0;
+}
+
+/* --- the workspace ------------------------------------------------------- */
+
+static deploy *walk_d;
+static const char *walk_base;
+static int walk_cap;
+
+static int walk_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)ftw;
+    if (type != FTW_F || !S_ISREG(st->st_mode)) return 0;
+    const char *rel = path + strlen(walk_base);
+    while (*rel == '/') rel++;
+    /* never dispatch what a previous job left behind */
+    if (!strncmp(rel, "output/", 7) || !strncmp(rel, "log/", 4) || strstr(rel, "/.git/") || !strncmp(rel, ".git/", 5))
+        return 0;
+    PD_GROW(&walk_d->files, &walk_cap, walk_d->nfiles + 1);
+    wfile *f = &walk_d->files[walk_d->nfiles++];
+    f->rel = pd_xstrdup(rel);
+    f->local = pd_xstrdup(path);
+    f->mode = st->st_mode & 0777;
+    return hash_file(path, f->hash) < 0 ? -1 : 0;
+}
+
+static int list_workspace(deploy *d, const char *dir)
+{
+    walk_d = d;
+    walk_base = dir;
+    walk_cap = 0;
+    if (nftw(dir, walk_one, 32, FTW_PHYS) != 0)
+        return pd_err_wrap(PD_EIO, "workspace %s", dir);
+    return 0;
+}
+
+/* --- per host: connect and deploy (one thread each) ------------------------ */
+
+static int run(node *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run(node *n, const char *fmt, ...)
+{
+    char *cmd;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&cmd, fmt, ap) < 0) cmd = NULL;
+    va_end(ap);
+    PD_ASSERT(cmd);
+    int rc = pd_ssh_run(n->ssh, cmd, NULL, NULL);
+    free(cmd);
+    return rc;
+}
+
+static int dispatch(node *n, deploy *d)
+{
+    int rc;
+    char *q_cache = pd_xasprintf("%s/.paddle/cache", d->root), *out = NULL;
+    /* which files does the node's cache lack? */
+    for (int start = 0; start < d->nfiles; start += CHUNK) {
+        size_t cap = 256 + (size_t)CHUNK * 70;
+        char *cmd = pd_xmalloc(cap);
+        int len = snprintf(cmd, cap, "cd %s && for h in", q_cache);
+        for (int i = start; i < d->nfiles && i < start + CHUNK; i++)
+            len += snprintf(cmd + len, cap - (size_t)len, " %s", d->files[i].hash);
+        snprintf(cmd + len, cap - (size_t)len, "; do [ -f \"$h\" ] || echo \"$h\"; done");
+        rc = pd_ssh_run(n->ssh, cmd, &out, NULL);
+        free(cmd);
+        if (rc < 0) goto out;
+        for (int i = start; i < d->nfiles && i < start + CHUNK; i++) {
+            if (!strstr(out, d->files[i].hash)) {
+                n->files_cached++;
+                continue;
+            }
+            char *remote = pd_xasprintf("%s/%s", q_cache, d->files[i].hash);
+            rc = pd_ssh_upload(n->ssh, d->files[i].local, remote, 0644);
+            free(remote);
+            if (rc < 0) goto out;
+            n->files_sent++;
+        }
+        free(out);
+        out = NULL;
+    }
+    /* link them into the job directory */
+    for (int start = 0; start < d->nfiles; start += CHUNK) {
+        size_t cap = 256;
+        for (int i = start; i < d->nfiles && i < start + CHUNK; i++) cap += 3 * strlen(d->files[i].rel) + 200;
+        char *cmd = pd_xmalloc(cap);
+        int len = snprintf(cmd, cap, "cd %s && set -e", d->job_dir);
+        for (int i = start; i < d->nfiles && i < start + CHUNK; i++) {
+            char *q = pd_ssh_quote(d->files[i].rel);
+            len += snprintf(cmd + len, cap - (size_t)len, "; mkdir -p \"$(dirname %s)\"; ln -f %s/%s %s; chmod %o %s", q,
+                            q_cache, d->files[i].hash, q, d->files[i].mode, q);
+            free(q);
+        }
+        rc = pd_ssh_run(n->ssh, cmd, NULL, NULL);
+        free(cmd);
+        if (rc < 0) goto out;
+    }
+    rc = 0;
+out:
+    free(out);
+    free(q_cache);
+    return rc;
+}
+
+static void *deploy_node(void *arg)
+{
+    node *n = ((void **)arg)[0];
+    deploy *d = ((void **)arg)[1];
+    int rc;
+    char *bin = pd_xasprintf("%s/.paddle/bin/paddle-%.16s", d->root, d->exe_hash), *out = NULL;
+    if ((rc = pd_ssh_connect(&n->ssh, n->h, &d->sopts)) < 0) goto out;
+    /* the job directory and the binary: skipped when the same bytes are there */
+    char *prep = pd_xasprintf("mkdir -p %s/.paddle/bin %s/.paddle/cache %s/log %s/output && "
+                              "{ [ -x %s ] && echo have || echo need; }",
+                              d->root, d->root, d->job_dir, d->job_dir, bin);
+    rc = pd_ssh_run(n->ssh, prep, &out, NULL);
+    free(prep);
+    if (rc < 0) {
+        pd_err_wrap(rc, "cannot create the job directory %s (is root_dir writable?)", d->job_dir);
+        goto out;
+    }
+    if (!strstr(out, "have")) {
+        if ((rc = pd_ssh_upload(n->ssh, d->exe, bin, 0755)) < 0) {
+            pd_err_wrap(rc, "copying paddle to %s (disk full?)", bin);
+            goto out;
+        }
+        n->copied_binary = 1;
+    }
+    if (d->nfiles && (rc = dispatch(n, d)) < 0) {
+        pd_err_wrap(rc, "dispatching the workspace");
+        goto out;
+    }
+    if ((rc = run(n, "echo %d > %s/nodefile", n->index, d->job_dir)) < 0) goto out;
+
+    /* the agent: this node's roles; the secret goes over stdin, not argv */
+    const pd_recipe *r = d->r;
+    size_t cap = 4096 + strlen(d->endpoints);
+    for (int i = 0; i < r->noverrides; i++) cap += strlen(r->overrides[i].key) + strlen(r->overrides[i].value) * 4 + 16;
+    char *cmd = pd_xmalloc(cap), roles[2048] = "";
+    for (int i = 0; i < d->plan->nroles; i++) {
+        const pd_role *ro = &d->plan->roles[i];
+        if (ro->host != n->index) continue;
+        size_t l = strlen(roles);
+        snprintf(roles + l, sizeof roles - l, "%s%s:%d:%d", l ? "," : "", ro->kind == PD_ROLE_PSERVER ? "ps" : "tr",
+                 ro->id, ro->port);
+    }
+    char *q_recipe = pd_ssh_quote(d->recipe_rel);
+    int len = snprintf(cmd, cap, "cd %s && %s%s%sexec %s node %s --roles=%s --endpoints=%s --node=%d", d->job_dir,
+                       r->ld_library_path ? "LD_LIBRARY_PATH=" : "", r->ld_library_path ? r->ld_library_path : "",
+                       r->ld_library_path ? " " : "", bin, q_recipe, roles, d->endpoints, n->index);
+    free(q_recipe);
+    if (d->cluster_rel) len += snprintf(cmd + len, cap - (size_t)len, " --cluster=%s", d->cluster_rel);
+    /* pservers listen on the address the others reach this host by, unless
+     * cluster.nic names the interface */
+    if (!r->nic) len += snprintf(cmd + len, cap - (size_t)len, " --bind=%s", n->h->host);
+    if (d->o->init_model && n->index == 0)
+        len += snprintf(cmd + len, cap - (size_t)len, " --init_model=%s", d->o->init_model);
+    for (int i = 0; i < r->noverrides; i++) {
+        char *kv = pd_xasprintf("--%s=%s", r->overrides[i].key, r->overrides[i].value), *q = pd_ssh_quote(kv);
+        len += snprintf(cmd + len, cap - (size_t)len, " %s", q);
+        free(kv);
+        free(q);
+    }
+    rc = pd_ssh_exec(n->ssh, cmd, &n->chan);
+    free(cmd);
+    if (rc < 0) goto out;
+    char hex[2 * PD_SECRET + 2];
+    pd_hex(d->secret, PD_SECRET, hex);
+    strcat(hex, "\n");
+    size_t sent = 0;
+    double deadline = pd_now() + 10;
+    while (sent < strlen(hex) && pd_now() < deadline) {
+        ssize_t w = pd_ssh_write(n->chan, hex + sent, strlen(hex) - sent);
+        if (w < 0) {
+            rc = (int)w;
+            goto out;
+        }
+        if (w == 0) {
+            struct pollfd p = {.fd = pd_ssh_fd(n->ssh), .events = (short)pd_ssh_events(n->ssh)};
+            poll(&p, 1, 50);
+        }
+        sent += (size_t)w;
+    }
+    n->t_ready = pd_now();
+out:
+    free(out);
+    free(bin);
+    if (rc < 0) n->err = pd_xstrdup(pd_err_msg());
+    return NULL;
+}
+
+/* --- output of the agents ------------------------------------------------- */
+
+/* A line from node n: "[pserver 0] text" becomes "[host pserver 0] text". */
+static void emit(node *n, const char *line, int is_err)
+{
+    const char *host = n->h->host;
+    if (line[0] == '[') printf("[%s %s\n", host, line + 1);
+    else if (is_err) fprintf(stdout, "[%s] %s\n", host, line);
+    else printf("[%s] %s\n", host, line);
+    fflush(stdout);
+}
+
+/* Copy node 0's output/pass-N back when trainer 0 saved it. */
+static void fetch_model(node *n, deploy *d, const char *dir)
+{
+    char *remote = pd_xasprintf("%s/%s/manifest.json", d->job_dir, dir), *local_dir = pd_xasprintf("%s.part", dir);
+    char *local = pd_xasprintf("%s/manifest.json", local_dir);
+    mkdir(d->r->save_dir, 0755);
+    mkdir(local_dir, 0755);
+    int rc = pd_ssh_download(n->ssh, remote, local);
+    FILE *f = rc == 0 ? fopen(local, "r") : NULL;
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        char *p = strstr(line, "\"file\": \"");
+        if (!p) continue;
+        p += 9;
+        char *e = strchr(p, '"');
+        if (!e || e - p > 400 || memchr(p, '/', (size_t)(e - p))) continue;
+        *e = '\0';
+        char *rf = pd_xasprintf("%s/%s/%s", d->job_dir, dir, p), *lf = pd_xasprintf("%s/%s", local_dir, p);
+        if (pd_ssh_download(n->ssh, rf, lf) < 0) rc = -1;
+        free(rf);
+        free(lf);
+    }
+    if (f) fclose(f);
+    if (rc == 0) {
+        char *cmd = pd_xasprintf("rm -rf '%s' && mv '%s' '%s'", dir, local_dir, dir);
+        if (system(cmd) != 0) rc = -1;
+        free(cmd);
+    }
+    if (rc < 0) fprintf(stderr, "paddle: could not copy %s back from %s: %s\n", dir, n->h->host, pd_err_msg());
+    free(remote);
+    free(local);
+    free(local_dir);
+}
+
+static void take_line(node *n, deploy *d, char *line, int is_err)
+{
+    emit(n, line, is_err);
+    /* trainer 0's "model saved to output/pass-00003" */
+    const char *p = strstr(line, "] model saved to ");
+    if (p && strncmp(line, "[trainer 0]", 11) == 0 && strcmp(d->r->copy_output ? d->r->copy_output : "pass", "pass") == 0) {
+        p += strlen("] model saved to ");
+        if (strncmp(p, d->r->save_dir, strlen(d->r->save_dir)) == 0 && !strstr(p, "..")) fetch_model(n, d, p);
+    }
+}
+
+static void pump_stream(node *n, deploy *d, int is_err)
+{
+    char buf[16384];
+    char *acc = is_err ? n->err_line : n->out_line;
+    size_t *len = is_err ? &n->err_len : &n->out_len;
+    int *eof = is_err ? &n->err_eof : &n->out_eof;
+    for (;;) {
+        ssize_t k = is_err ? pd_ssh_read_err(n->chan, buf, sizeof buf, eof) : pd_ssh_read(n->chan, buf, sizeof buf, eof);
+        if (k <= 0) {
+            if (k < 0) *eof = 1;
+            break;
+        }
+        for (ssize_t i = 0; i < k; i++) {
+            if (buf[i] == '\n' || *len == 4095) {
+                acc[*len] = '\0';
+                take_line(n, d, acc, is_err);
+                *len = 0;
+                if (buf[i] == '\n') continue;
+            }
+            acc[(*len)++] = buf[i];
+        }
+    }
+    if (*eof && *len) {
+        acc[*len] = '\0';
+        take_line(n, d, acc, is_err);
+        *len = 0;
+    }
+}
+
+/* Read everything the agents say until every channel ended, or one agent
+ * failed (returns its index), or a signal, or the deadline. */
+static int pump(node *nodes, int nn, deploy *d, double deadline, int stop_on_failure)
+{
+    struct pollfd *p = pd_xcalloc((size_t)nn, sizeof *p);
+    int failed = -1;
+    for (;;) {
+        int open = 0;
+        for (int i = 0; i < nn; i++) {
+            node *n = &nodes[i];
+            if (!n->chan || n->done) continue;
+            pump_stream(n, d, 0);
+            pump_stream(n, d, 1);
+            if (n->out_eof && n->err_eof) {
+                pd_ssh_close_chan(n->chan, &n->status, &n->exit_signal);
+                n->chan = NULL;
+                n->done = 1;
+                if ((n->status != 0 || n->exit_signal) && failed < 0) failed = i;
+                continue;
+            }
+            open++;
+        }
+        if (open == 0 || (failed >= 0 && stop_on_failure) || got_signal || pd_now() > deadline) break;
+        int k = 0;
+        for (int i = 0; i < nn; i++) {
+            if (!nodes[i].chan) continue;
+            p[k].fd = pd_ssh_fd(nodes[i].ssh);
+            p[k].events = (short)pd_ssh_events(nodes[i].ssh);
+            p[k].revents = 0;
+            k++;
+        }
+        poll(p, (nfds_t)k, 200);
+    }
+    free(p);
+    return failed;
+}
+
+/* End the job: EOF to every agent (they stop their roles), then wait. */
+static void stop_all(node *nodes, int nn, deploy *d)
+{
+    for (int i = 0; i < nn; i++)
+        if (nodes[i].chan) pd_ssh_send_eof(nodes[i].chan);
+    got_signal = 0;
+    pump(nodes, nn, d, pd_now() + STOP_GRACE, 0);
+    for (int i = 0; i < nn; i++)
+        if (nodes[i].chan) {
+            fprintf(stderr, "paddle: %s did not stop within %.0f s; closing its connection\n", nodes[i].h->host,
+                    STOP_GRACE);
+            pd_ssh_close_chan(nodes[i].chan, &nodes[i].status, &nodes[i].exit_signal);
+            nodes[i].chan = NULL;
+        }
+}
+
+int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
+{
+    deploy d_, *d = &d_;
+    memset(d, 0, sizeof *d);
+    d->r = r;
+    d->o = o;
+    int status = 1, nn = r->nhosts;
+    pd_plan plan;
+    if (pd_plan_make(&plan, r) < 0) {
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        return 2;
+    }
+    d->plan = &plan;
+    char exe[4096];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el <= 0) {
+        fprintf(stderr, "paddle: cannot find my own executable\n");
+        pd_plan_free(&plan);
+        return 1;
+    }
+    exe[el] = '\0';
+    d->exe = exe;
+    node *nodes = pd_xcalloc((size_t)nn, sizeof *nodes);
+    pthread_t *th = pd_xcalloc((size_t)nn, sizeof *th);
+    void **args = pd_xcalloc((size_t)nn * 2, sizeof *args);
+    double t0 = pd_now();
+
+    if (hash_file(exe, d->exe_hash) < 0 || pd_secret_new(d->secret) < 0) {
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        goto out;
+    }
+    d->root = r->root_dir ? r->root_dir : ".";
+    /* the job directory: dispatched (a new JOB<timestamp>) or deployed */
+    char stamp[32];
+    time_t now = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", localtime(&now));
+    if (r->deployed) {
+        d->job_dir = pd_xstrdup(r->deployed);
+    } else {
+        d->job_dir = pd_xasprintf("%s/JOB%s-%d", d->root, stamp, (int)getpid());
+        const char *ws = r->workspace ? r->workspace : r->dir;
+        char *wsdir = r->workspace && r->workspace[0] != '/' && strcmp(r->dir, ".")
+                          ? pd_xasprintf("%s/%s", r->dir, r->workspace) : pd_xstrdup(ws);
+        if (list_workspace(d, wsdir) < 0) {
+            fprintf(stderr, "paddle: %s\n", pd_err_msg());
+            free(wsdir);
+            goto out;
+        }
+        /* the recipe must travel too: inside the workspace, or beside it */
+        size_t wl = strlen(wsdir);
+        if (strncmp(r->path, wsdir, wl) == 0 && r->path[wl] == '/') {
+            d->recipe_rel = pd_xstrdup(r->path + wl + 1);
+        } else if (!strcmp(wsdir, ".")) {
+            d->recipe_rel = pd_xstrdup(r->path);
+        } else {
+            const char *base = strrchr(r->path, '/');
+            d->recipe_rel = pd_xstrdup(base ? base + 1 : r->path);
+            PD_GROW(&d->files, &walk_cap, d->nfiles + 1);
+            wfile *f = &d->files[d->nfiles++];
+            f->rel = pd_xstrdup(d->recipe_rel);
+            f->local = pd_xstrdup(r->path);
+            f->mode = 0644;
+            if (hash_file(r->path, f->hash) < 0) {
+                fprintf(stderr, "paddle: %s\n", pd_err_msg());
+                free(wsdir);
+                goto out;
+            }
+        }
+        free(wsdir);
+    }
+    if (r->deployed) {
+        const char *base = strrchr(r->path, '/');
+        d->recipe_rel = pd_xstrdup(base ? base + 1 : r->path);
+    }
+    if (o->cluster) {
+        const char *base = strrchr(o->cluster, '/');
+        d->cluster_rel = pd_xstrdup(base ? base + 1 : o->cluster);
+        if (!r->deployed) {
+            PD_GROW(&d->files, &walk_cap, d->nfiles + 1);
+            wfile *f = &d->files[d->nfiles++];
+            f->rel = pd_xstrdup(d->cluster_rel);
+            f->local = pd_xstrdup(o->cluster);
+            f->mode = 0644;
+            if (hash_file(o->cluster, f->hash) < 0) {
+                fprintf(stderr, "paddle: %s\n", pd_err_msg());
+                goto out;
+            }
+        }
+    }
+    /* pserver endpoints: the host's address and its planned port */
+    size_t eplen = 0;
+    char *eps = pd_xcalloc(1, 1);
+    for (int i = 0; i < plan.nroles; i++) {
+        if (plan.roles[i].kind != PD_ROLE_PSERVER) continue;
+        char *e = pd_xasprintf("%s%s:%d", eplen ? "," : "", r->hosts[plan.roles[i].host].host, plan.roles[i].port);
+        eps = pd_xrealloc(eps, eplen + strlen(e) + 1);
+        strcpy(eps + eplen, e);
+        eplen += strlen(e);
+        free(e);
+    }
+    d->endpoints = eps;
+    d->sopts.identity_files = (const char *const *)r->identity_files;
+    d->sopts.nidentity = r->nidentity;
+    d->sopts.use_agent = r->use_agent;
+    d->sopts.known_hosts = r->known_hosts;
+    d->sopts.accept_new = o->accept_new;
+    d->sopts.timeout = r->connect_timeout;
+
+    printf("paddle: job %s on %d host%s: %d pserver%s, %d trainer%s; job directory %s\n", r->path, nn,
+           nn > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "",
+           d->job_dir);
+    fflush(stdout);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    for (int i = 0; i < nn; i++) {
+        nodes[i].index = i;
+        nodes[i].h = &r->hosts[i];
+        args[2 * i] = &nodes[i];
+        args[2 * i + 1] = d;
+        pthread_create(&th[i], NULL, deploy_node, &args[2 * i]);
+    }
+    for (int i = 0; i < nn; i++) pthread_join(th[i], NULL);
+    int bad = 0;
+    for (int i = 0; i < nn; i++)
+        if (nodes[i].err) {
+            fprintf(stderr, "paddle: %s\n", nodes[i].err);
+            bad = 1;
+        }
+    if (bad) {
+        fprintf(stderr, "paddle: deployment failed; nothing is left running\n");
+        stop_all(nodes, nn, d);
+        goto out;
+    }
+    int copied = 0, sent = 0, cached = 0;
+    for (int i = 0; i < nn; i++) {
+        copied += nodes[i].copied_binary;
+        sent += nodes[i].files_sent;
+        cached += nodes[i].files_cached;
+    }
+    printf("paddle: every node started in %.2f s (binary copied to %d of %d nodes; workspace: %d files sent, "
+           "%d already there)\n", pd_now() - t0, copied, nn, sent, cached);
+    fflush(stdout);
+
+    int failed = pump(nodes, nn, d, pd_now() + 1e9, 1);
+    if (got_signal) {
+        fprintf(stderr, "paddle: %s: stopping every role on every node\n",
+                got_signal == SIGINT ? "interrupted (Ctrl+C)" : strsignal(got_signal));
+        stop_all(nodes, nn, d);
+        status = 130;
+        goto out;
+    }
+    if (failed >= 0) {
+        node *n = &nodes[failed];
+        fprintf(stderr, "paddle: the node agent on %s %s; stopping the job\n", n->h->host,
+                n->exit_signal ? "was killed" : "failed (see the lines above for the role)");
+        stop_all(nodes, nn, d);
+        status = 1;
+        goto out;
+    }
+    if (r->copy_output && !strcmp(r->copy_output, "end")) {
+        char *last = pd_xasprintf("%s/pass-%05d", r->save_dir, r->passes - 1);
+        fetch_model(&nodes[0], d, last);
+        free(last);
+    }
+    printf("paddle: job done in %.1f s on %d node%s; model in %s/\n", pd_now() - t0, nn, nn > 1 ? "s" : "",
+           r->save_dir);
+    status = 0;
+out:
+    for (int i = 0; i < nn; i++) {
+        if (nodes[i].chan) pd_ssh_close_chan(nodes[i].chan, NULL, NULL);
+        if (nodes[i].ssh) pd_ssh_free(nodes[i].ssh);
+        free(nodes[i].err);
+        free(nodes[i].exit_signal);
+    }
+    free(nodes);
+    free(th);
+    free(args);
+    for (int i = 0; i < d->nfiles; i++) {
+        free(d->files[i].rel);
+        free(d->files[i].local);
+    }
+    free(d->files);
+    free(d->job_dir);
+    free(d->recipe_rel);
+    free(d->cluster_rel);
+    free((char *)d->endpoints);
+    pd_plan_free(&plan);
+    return status;
+}
