@@ -63,11 +63,13 @@ struct pd_ssh {
     int no_sftp;            /* the server has no SFTP subsystem: use the shell */
     int secure;             /* the handshake is done */
     unsigned tmp_seq;       /* for temporary upload names */
+    pd_ssh_chan *chans;     /* open channels, freed with the session */
 };
 
 struct pd_ssh_chan {
     pd_ssh *s;
     LIBSSH2_CHANNEL *ch;
+    pd_ssh_chan *prev, *next; /* the session's open channels */
 };
 
 const char *pd_ssh_version(void)
@@ -1077,6 +1079,11 @@ void pd_ssh_free(pd_ssh *s)
         for (int i = 0; i < 1000 && libssh2_session_free(s->ss) == LIBSSH2_ERROR_EAGAIN; i++) {}
     }
     if (s->fd >= 0) close(s->fd);
+    while (s->chans) {  /* libssh2 freed their channels */
+        pd_ssh_chan *next = s->chans->next;
+        free(s->chans);
+        s->chans = next;
+    }
     free(s->user);
     free(s->host);
     free(s);
@@ -1138,6 +1145,9 @@ int pd_ssh_exec(pd_ssh *s, const char *command, pd_ssh_chan **out)
     pd_ssh_chan *c = pd_xcalloc(1, sizeof *c);
     c->s = s;
     c->ch = ch;
+    c->next = s->chans;
+    if (s->chans) s->chans->prev = c;
+    s->chans = c;
     *out = c;
     return 0;
 }
@@ -1232,6 +1242,9 @@ int pd_ssh_close_chan(pd_ssh_chan *c, int *exit_status, char **exit_signal)
         }
     }
     chan_drop(s, c->ch, pd_now() + (result == 0 ? s->timeout : 0.2));
+    if (c->prev) c->prev->next = c->next;
+    else s->chans = c->next;
+    if (c->next) c->next->prev = c->prev;
     free(c);
     return result;
 }

@@ -59,7 +59,9 @@ typedef struct pd_ssh_chan pd_ssh_chan; /* one exec channel on it */
  * fingerprints; no key accepted, listing the methods and keys tried),
  * PD_ESSH (handshake failures). *out is NULL on failure. */
 int pd_ssh_connect(pd_ssh **out, const pd_host *h, const pd_ssh_opts *o);
-/* Disconnect and free the session; its channels must be closed first. */
+/* Disconnect and free the session, and any channel still open on it (do
+ * not use those afterwards). This is also how to abandon a command fast:
+ * sshd then closes its stdin and output pipes, and the command sees EOF. */
 void pd_ssh_free(pd_ssh *s);
 
 /* "user@host:port", for messages. */
