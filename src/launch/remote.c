@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <openssl/evp.h>
 #include <poll.h>
@@ -43,6 +44,9 @@ typedef struct node {
     int out_eof, err_eof, done, status;
     char *exit_signal;
     double t_ready;
+    char *pending_model;    /* node 0: the newest output/pass-N not copied yet */
+    char *root, *job;       /* root_dir and the job directory, as absolute paths on the node */
+    double last_fetch;
 } node;
 
 typedef struct deploy {
@@ -120,101 +124,113 @@ static int list_workspace(deploy *d, const char *dir)
 
 /* --- per host: connect and deploy (one thread each) ------------------------ */
 
-static int run(node *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int run(node *n, const char *fmt, ...)
+/* Shell text that prints the hashes of files[a..b) missing from the cache. */
+static char *missing_cmd(const char *cache_dir, deploy *d, int a, int b)
 {
-    char *cmd;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(&cmd, fmt, ap) < 0) cmd = NULL;
-    va_end(ap);
-    PD_ASSERT(cmd);
-    int rc = pd_ssh_run(n->ssh, cmd, NULL, NULL);
-    free(cmd);
-    return rc;
+    size_t cap = 256 + strlen(cache_dir) + (size_t)(b - a) * 70;
+    char *cmd = pd_xmalloc(cap);
+    int len = snprintf(cmd, cap, "cd %s && for h in", cache_dir);
+    for (int i = a; i < b; i++) len += snprintf(cmd + len, cap - (size_t)len, " %s", d->files[i].hash);
+    snprintf(cmd + len, cap - (size_t)len, "; do [ -f \"$h\" ] || echo \"$h\"; done");
+    return cmd;
 }
 
-static int dispatch(node *n, deploy *d)
+/* Shell text that links files[a..b) from the cache into the job directory. */
+static char *link_cmd(node *n, deploy *d, int a, int b)
 {
-    int rc;
-    char *q_cache = pd_xasprintf("%s/.paddle/cache", d->root), *out = NULL;
-    /* which files does the node's cache lack? */
-    for (int start = 0; start < d->nfiles; start += CHUNK) {
-        size_t cap = 256 + (size_t)CHUNK * 70;
-        char *cmd = pd_xmalloc(cap);
-        int len = snprintf(cmd, cap, "cd %s && for h in", q_cache);
-        for (int i = start; i < d->nfiles && i < start + CHUNK; i++)
-            len += snprintf(cmd + len, cap - (size_t)len, " %s", d->files[i].hash);
-        snprintf(cmd + len, cap - (size_t)len, "; do [ -f \"$h\" ] || echo \"$h\"; done");
-        rc = pd_ssh_run(n->ssh, cmd, &out, NULL);
-        free(cmd);
-        if (rc < 0) goto out;
-        for (int i = start; i < d->nfiles && i < start + CHUNK; i++) {
-            if (!strstr(out, d->files[i].hash)) {
-                n->files_cached++;
-                continue;
-            }
-            char *remote = pd_xasprintf("%s/%s", q_cache, d->files[i].hash);
-            rc = pd_ssh_upload(n->ssh, d->files[i].local, remote, 0644);
-            free(remote);
-            if (rc < 0) goto out;
-            n->files_sent++;
-        }
-        free(out);
-        out = NULL;
+    size_t cap = 256 + strlen(n->job);
+    for (int i = a; i < b; i++) cap += 3 * strlen(d->files[i].rel) + strlen(n->root) + 160;
+    char *cmd = pd_xmalloc(cap);
+    int len = snprintf(cmd, cap, "cd %s", n->job);
+    for (int i = a; i < b; i++) {
+        char *q = pd_ssh_quote(d->files[i].rel);
+        len += snprintf(cmd + len, cap - (size_t)len, " && mkdir -p \"$(dirname %s)\" && ln -f %s/.paddle/cache/%s %s && chmod %o %s",
+                        q, n->root, d->files[i].hash, q, d->files[i].mode, q);
+        free(q);
     }
-    /* link them into the job directory */
-    for (int start = 0; start < d->nfiles; start += CHUNK) {
-        size_t cap = 256;
-        for (int i = start; i < d->nfiles && i < start + CHUNK; i++) cap += 3 * strlen(d->files[i].rel) + 200;
-        char *cmd = pd_xmalloc(cap);
-        int len = snprintf(cmd, cap, "cd %s && set -e", d->job_dir);
-        for (int i = start; i < d->nfiles && i < start + CHUNK; i++) {
-            char *q = pd_ssh_quote(d->files[i].rel);
-            len += snprintf(cmd + len, cap - (size_t)len, "; mkdir -p \"$(dirname %s)\"; ln -f %s/%s %s; chmod %o %s", q,
-                            q_cache, d->files[i].hash, q, d->files[i].mode, q);
-            free(q);
-        }
-        rc = pd_ssh_run(n->ssh, cmd, NULL, NULL);
-        free(cmd);
-        if (rc < 0) goto out;
-    }
-    rc = 0;
-out:
-    free(out);
-    free(q_cache);
-    return rc;
+    return cmd;
 }
 
+/* Send the files whose hashes appear in `missing` to the node's cache. */
+static int send_missing(node *n, deploy *d, int a, int b, const char *missing)
+{
+    for (int i = a; i < b; i++) {
+        if (!strstr(missing, d->files[i].hash)) {
+            n->files_cached++;
+            continue;
+        }
+        char *remote = pd_xasprintf("%s/.paddle/cache/%s", n->root, d->files[i].hash);
+        int rc = pd_ssh_upload(n->ssh, d->files[i].local, remote, 0644);
+        free(remote);
+        if (rc < 0) return rc;
+        n->files_sent++;
+    }
+    return 0;
+}
+
+/*
+ * Deploy one node with as few remote commands as possible (each costs a shell
+ * start on the node): one that makes the directories and says what the node
+ * lacks (the binary, files of the workspace by hash), the uploads of what it
+ * lacks, and the agent's own command, which first links the workspace into
+ * the job directory and writes nodefile.
+ */
 static void *deploy_node(void *arg)
 {
     node *n = ((void **)arg)[0];
     deploy *d = ((void **)arg)[1];
     int rc;
-    char *bin = pd_xasprintf("%s/.paddle/bin/paddle-%.16s", d->root, d->exe_hash), *out = NULL;
+    char *bin = NULL, *out = NULL;
+    char *links = NULL;
     if ((rc = pd_ssh_connect(&n->ssh, n->h, &d->sopts)) < 0) goto out;
-    /* the job directory and the binary: skipped when the same bytes are there */
-    char *prep = pd_xasprintf("mkdir -p %s/.paddle/bin %s/.paddle/cache %s/log %s/output && "
-                              "{ [ -x %s ] && echo have || echo need; }",
-                              d->root, d->root, d->job_dir, d->job_dir, bin);
+    /* root_dir may name a variable or ~ of the node: it is resolved there,
+     * and so is the job directory (deployed: absolute, or under root_dir) */
+    int first = PD_MIN(d->nfiles, CHUNK);
+    char *miss = missing_cmd(".paddle/cache", d, 0, first);
+    char *prep = pd_xasprintf("mkdir -p %s && cd %s && echo \"root=$PWD\" && mkdir -p .paddle/bin .paddle/cache && "
+                              "{ [ -x .paddle/bin/paddle-%.16s ] && echo have-binary || echo need-binary; } && "
+                              "mkdir -p %s/log %s/output && (cd %s && echo \"job=$PWD\") && %s",
+                              d->root, d->root, d->exe_hash, d->job_dir, d->job_dir, d->job_dir, miss);
+    free(miss);
     rc = pd_ssh_run(n->ssh, prep, &out, NULL);
     free(prep);
     if (rc < 0) {
-        pd_err_wrap(rc, "cannot create the job directory %s (is root_dir writable?)", d->job_dir);
+        pd_err_wrap(rc, "cannot create the job directory %s under %s (is root_dir writable?)", d->job_dir, d->root);
         goto out;
     }
-    if (!strstr(out, "have")) {
+    char *rl = strstr(out, "root="), *jl = strstr(out, "job=");
+    if (!rl || !jl) {
+        rc = pd_err_set(PD_ESSH, "%s: unexpected answer while preparing the job directory", n->h->host);
+        goto out;
+    }
+    n->root = pd_xasprintf("%.*s", (int)strcspn(rl + 5, "\n"), rl + 5);
+    n->job = pd_xasprintf("%.*s", (int)strcspn(jl + 4, "\n"), jl + 4);
+    bin = pd_xasprintf("%s/.paddle/bin/paddle-%.16s", n->root, d->exe_hash);
+    if (strstr(out, "need-binary")) {
         if ((rc = pd_ssh_upload(n->ssh, d->exe, bin, 0755)) < 0) {
             pd_err_wrap(rc, "copying paddle to %s (disk full?)", bin);
             goto out;
         }
         n->copied_binary = 1;
     }
-    if (d->nfiles && (rc = dispatch(n, d)) < 0) {
-        pd_err_wrap(rc, "dispatching the workspace");
-        goto out;
+    if ((rc = send_missing(n, d, 0, first, out)) < 0) goto dispatch_failed;
+    /* a large workspace: the rest in chunks, linked by separate commands */
+    for (int a = first; a < d->nfiles; a += CHUNK) {
+        int b = PD_MIN(d->nfiles, a + CHUNK);
+        char *cache = pd_xasprintf("%s/.paddle/cache", n->root);
+        char *cmd = missing_cmd(cache, d, a, b);
+        free(cache);
+        free(out);
+        out = NULL;
+        rc = pd_ssh_run(n->ssh, cmd, &out, NULL);
+        free(cmd);
+        if (rc < 0 || (rc = send_missing(n, d, a, b, out)) < 0) goto dispatch_failed;
+        cmd = link_cmd(n, d, a, b);
+        rc = pd_ssh_run(n->ssh, cmd, NULL, NULL);
+        free(cmd);
+        if (rc < 0) goto dispatch_failed;
     }
-    if ((rc = run(n, "echo %d > %s/nodefile", n->index, d->job_dir)) < 0) goto out;
+    links = link_cmd(n, d, 0, first);
 
     /* the agent: this node's roles; the secret goes over stdin, not argv */
     const pd_recipe *r = d->r;
@@ -229,9 +245,12 @@ static void *deploy_node(void *arg)
                  ro->id, ro->port);
     }
     char *q_recipe = pd_ssh_quote(d->recipe_rel);
-    int len = snprintf(cmd, cap, "cd %s && %s%s%sexec %s node %s --roles=%s --endpoints=%s --node=%d", d->job_dir,
-                       r->ld_library_path ? "LD_LIBRARY_PATH=" : "", r->ld_library_path ? r->ld_library_path : "",
-                       r->ld_library_path ? " " : "", bin, q_recipe, roles, d->endpoints, n->index);
+    cap += strlen(links);
+    cmd = pd_xrealloc(cmd, cap);
+    int len = snprintf(cmd, cap, "%s && echo %d > nodefile && %s%s%sexec %s node %s --roles=%s --endpoints=%s --node=%d",
+                       links, n->index, r->ld_library_path ? "LD_LIBRARY_PATH=" : "",
+                       r->ld_library_path ? r->ld_library_path : "", r->ld_library_path ? " " : "", bin, q_recipe,
+                       roles, d->endpoints, n->index);
     free(q_recipe);
     if (d->cluster_rel) len += snprintf(cmd + len, cap - (size_t)len, " --cluster=%s", d->cluster_rel);
     /* pservers listen on the address the others reach this host by, unless
@@ -266,7 +285,11 @@ static void *deploy_node(void *arg)
         sent += (size_t)w;
     }
     n->t_ready = pd_now();
+    goto out;
+dispatch_failed:
+    pd_err_wrap(rc, "dispatching the workspace");
 out:
+    free(links);
     free(out);
     free(bin);
     if (rc < 0) n->err = pd_xstrdup(pd_err_msg());
@@ -288,7 +311,7 @@ static void emit(node *n, const char *line, int is_err)
 /* Copy node 0's output/pass-N back when trainer 0 saved it. */
 static void fetch_model(node *n, deploy *d, const char *dir)
 {
-    char *remote = pd_xasprintf("%s/%s/manifest.json", d->job_dir, dir), *local_dir = pd_xasprintf("%s.part", dir);
+    char *remote = pd_xasprintf("%s/%s/manifest.json", n->job, dir), *local_dir = pd_xasprintf("%s.part", dir);
     char *local = pd_xasprintf("%s/manifest.json", local_dir);
     mkdir(d->r->save_dir, 0755);
     mkdir(local_dir, 0755);
@@ -302,16 +325,25 @@ static void fetch_model(node *n, deploy *d, const char *dir)
         char *e = strchr(p, '"');
         if (!e || e - p > 400 || memchr(p, '/', (size_t)(e - p))) continue;
         *e = '\0';
-        char *rf = pd_xasprintf("%s/%s/%s", d->job_dir, dir, p), *lf = pd_xasprintf("%s/%s", local_dir, p);
+        char *rf = pd_xasprintf("%s/%s/%s", n->job, dir, p), *lf = pd_xasprintf("%s/%s", local_dir, p);
         if (pd_ssh_download(n->ssh, rf, lf) < 0) rc = -1;
         free(rf);
         free(lf);
     }
     if (f) fclose(f);
     if (rc == 0) {
-        char *cmd = pd_xasprintf("rm -rf '%s' && mv '%s' '%s'", dir, local_dir, dir);
-        if (system(cmd) != 0) rc = -1;
-        free(cmd);
+        /* replace an older copy: its files, then the directory */
+        DIR *old = opendir(dir);
+        struct dirent *e;
+        while (old && (e = readdir(old))) {
+            if (e->d_name[0] == '.') continue;
+            char *f2 = pd_xasprintf("%s/%s", dir, e->d_name);
+            unlink(f2);
+            free(f2);
+        }
+        if (old) closedir(old);
+        rmdir(dir);
+        if (rename(local_dir, dir) < 0) rc = pd_err_set(PD_EIO, "cannot rename %s: %s", local_dir, strerror(errno));
     }
     if (rc < 0) fprintf(stderr, "paddle: could not copy %s back from %s: %s\n", dir, n->h->host, pd_err_msg());
     free(remote);
@@ -326,7 +358,18 @@ static void take_line(node *n, deploy *d, char *line, int is_err)
     const char *p = strstr(line, "] model saved to ");
     if (p && strncmp(line, "[trainer 0]", 11) == 0 && strcmp(d->r->copy_output ? d->r->copy_output : "pass", "pass") == 0) {
         p += strlen("] model saved to ");
-        if (strncmp(p, d->r->save_dir, strlen(d->r->save_dir)) == 0 && !strstr(p, "..")) fetch_model(n, d, p);
+        if (strncmp(p, d->r->save_dir, strlen(d->r->save_dir)) == 0 && !strstr(p, "..")) {
+            /* copy at most every 2 s (passes can be milliseconds); the last
+             * one is copied when the job ends */
+            free(n->pending_model);
+            n->pending_model = pd_xstrdup(p);
+            if (pd_now() - n->last_fetch > 2) {
+                fetch_model(n, d, n->pending_model);
+                n->last_fetch = pd_now();
+                free(n->pending_model);
+                n->pending_model = NULL;
+            }
+        }
     }
 }
 
@@ -336,7 +379,8 @@ static void pump_stream(node *n, deploy *d, int is_err)
     char *acc = is_err ? n->err_line : n->out_line;
     size_t *len = is_err ? &n->err_len : &n->out_len;
     int *eof = is_err ? &n->err_eof : &n->out_eof;
-    for (;;) {
+    /* a few buffers at a time, so that a chatty node cannot starve the others */
+    for (int rounds = 0; rounds < 4; rounds++) {
         ssize_t k = is_err ? pd_ssh_read_err(n->chan, buf, sizeof buf, eof) : pd_ssh_read(n->chan, buf, sizeof buf, eof);
         if (k <= 0) {
             if (k < 0) *eof = 1;
@@ -451,7 +495,7 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     if (r->deployed) {
         d->job_dir = pd_xstrdup(r->deployed);
     } else {
-        d->job_dir = pd_xasprintf("%s/JOB%s-%d", d->root, stamp, (int)getpid());
+        d->job_dir = pd_xasprintf("JOB%s-%d", stamp, (int)getpid()); /* under root_dir */
         const char *ws = r->workspace ? r->workspace : r->dir;
         char *wsdir = r->workspace && r->workspace[0] != '/' && strcmp(r->dir, ".")
                           ? pd_xasprintf("%s/%s", r->dir, r->workspace) : pd_xstrdup(ws);
@@ -555,6 +599,7 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
         sent += nodes[i].files_sent;
         cached += nodes[i].files_cached;
     }
+    for (int i = 0; i < nn; i++) printf("paddle: node %d %s: job directory %s\n", i, nodes[i].h->spec, nodes[i].job);
     printf("paddle: every node started in %.2f s (binary copied to %d of %d nodes; workspace: %d files sent, "
            "%d already there)\n", pd_now() - t0, copied, nn, sent, cached);
     fflush(stdout);
@@ -575,6 +620,7 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
         status = 1;
         goto out;
     }
+    if (nodes[0].pending_model) fetch_model(&nodes[0], d, nodes[0].pending_model);
     if (r->copy_output && !strcmp(r->copy_output, "end")) {
         char *last = pd_xasprintf("%s/pass-%05d", r->save_dir, r->passes - 1);
         fetch_model(&nodes[0], d, last);
@@ -589,6 +635,9 @@ out:
         if (nodes[i].ssh) pd_ssh_free(nodes[i].ssh);
         free(nodes[i].err);
         free(nodes[i].exit_signal);
+        free(nodes[i].pending_model);
+        free(nodes[i].root);
+        free(nodes[i].job);
     }
     free(nodes);
     free(th);

@@ -70,6 +70,7 @@ struct pd_ssh_chan {
     pd_ssh *s;
     LIBSSH2_CHANNEL *ch;
     pd_ssh_chan *prev, *next; /* the session's open channels */
+    int eof_sent;
 };
 
 const char *pd_ssh_version(void)
@@ -215,6 +216,12 @@ static char *home_path(const char *rel)
     char *home = local_user(1), *path = pd_xasprintf("%s/%s", home, rel);
     free(home);
     return path;
+}
+
+/* path with a leading ~/ made absolute, malloc'd. */
+static char *expand_home(const char *path)
+{
+    return strncmp(path, "~/", 2) == 0 ? home_path(path + 2) : pd_xstrdup(path);
 }
 
 char *pd_ssh_quote(const char *s)
@@ -502,7 +509,7 @@ static int load_known(pd_ssh *s, const pd_ssh_opts *o, known_file kf[2], int *nk
     char *paths[2];
     int n = 0;
     if (o->known_hosts && *o->known_hosts) {
-        paths[n++] = pd_xstrdup(o->known_hosts);
+        paths[n++] = expand_home(o->known_hosts);
     } else {
         paths[n++] = home_path(".ssh/known_hosts");
         paths[n++] = pd_xstrdup(GLOBAL_KNOWN_HOSTS);
@@ -705,11 +712,8 @@ static int resolve(pd_ssh *s, double deadline, struct addrinfo **res)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, lookup_main, l) != 0) {
-        l->refs = 1;
+    if (pthread_create(&t, &attr, lookup_main, l) != 0)
         lookup_main(l);  /* no thread: look it up here, unbounded */
-        l->refs = 1;
-    }
     pthread_attr_destroy(&attr);
     pthread_mutex_lock(&l->mu);
     while (!l->done) {
@@ -987,8 +991,12 @@ static int authenticate(pd_ssh *s, const pd_ssh_opts *o, double deadline)
     if (o->use_agent && auth_agent(s, deadline, &t) == 0) return 0;
     if (!t.lost && pd_now() < deadline) {
         if (o->nidentity > 0) {
-            for (int i = 0; i < o->nidentity && !t.lost && pd_now() < deadline; i++)
-                if (auth_file(s, o->identity_files[i], 1, deadline, &t) == 0) return 0;
+            for (int i = 0; i < o->nidentity && !t.lost && pd_now() < deadline; i++) {
+                char *path = expand_home(o->identity_files[i]);
+                int rc = auth_file(s, path, 1, deadline, &t);
+                free(path);
+                if (rc == 0) return 0;
+            }
         } else {
             static const char *const defaults[] = {".ssh/id_ed25519", ".ssh/id_ecdsa",
                                                    ".ssh/id_rsa"};
@@ -1190,7 +1198,9 @@ ssize_t pd_ssh_write(pd_ssh_chan *c, const void *buf, size_t n)
 int pd_ssh_send_eof(pd_ssh_chan *c)
 {
     int rc;
+    if (c->eof_sent) return 0;
     RETRY(c->s, pd_now() + c->s->timeout, rc, libssh2_channel_send_eof(c->ch));
+    c->eof_sent = rc == 0;
     if (rc == 0) return 0;
     if (rc == LIBSSH2_ERROR_EAGAIN)
         return fail(c->s, PD_ETIMEDOUT, "timed out after %.1f s sending EOF", c->s->timeout);
@@ -1204,8 +1214,8 @@ int pd_ssh_close_chan(pd_ssh_chan *c, int *exit_status, char **exit_signal)
     if (!c) return 0;
     pd_ssh *s = c->s;
     double deadline = pd_now() + s->timeout;
-    int rc, result = 0;
-    RETRY(s, deadline, rc, libssh2_channel_send_eof(c->ch));
+    int rc = 0, result = 0;
+    if (!c->eof_sent) RETRY(s, deadline, rc, libssh2_channel_send_eof(c->ch));
     /* drop what is unread until the command's EOF */
     char buf[16384];
     while (rc == 0 && !libssh2_channel_eof(c->ch)) {
@@ -1222,8 +1232,8 @@ int pd_ssh_close_chan(pd_ssh_chan *c, int *exit_status, char **exit_signal)
             break;
         }
     }
+    /* sends CLOSE and waits for the server's (after the exit status) */
     if (rc == 0) RETRY(s, deadline, rc, libssh2_channel_close(c->ch));
-    if (rc == 0) RETRY(s, deadline, rc, libssh2_channel_wait_closed(c->ch));
     if (rc == LIBSSH2_ERROR_EAGAIN) {
         result = fail(s, PD_ETIMEDOUT, "the remote command did not end within %.1f s of "
                       "closing its channel", s->timeout);

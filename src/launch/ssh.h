@@ -38,7 +38,7 @@
 const char *pd_ssh_version(void);
 const char *pd_ssh_crypto_version(void);
 
-typedef struct pd_ssh_opts {
+typedef struct pd_ssh_opts {     /* paths may start with ~/ */
     const char *const *identity_files; /* none: ~/.ssh/id_ed25519, id_ecdsa, id_rsa */
     int nidentity;
     int use_agent;           /* try ssh-agent keys first when SSH_AUTH_SOCK is set */

@@ -125,7 +125,7 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
     int n = np * c->nper;
     c->conns = pd_xcalloc((size_t)n, sizeof *c->conns);
     for (int i = 0; i < n; i++) c->conns[i].fd = -1;
-    double start = pd_now();
+    double start = pd_now(), next_note = start + 0.5;
     int rc;
     for (;;) {
         char missing[1024] = "";
@@ -145,14 +145,19 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
             pd_conn_init(&c->conns[i], fd, PD_MAX_FRAME);
         }
         if (nmissing == 0) break;
-        if (pd_now() - start + RETRY_S > timeout) {
+        if (pd_now() - start > timeout) {
             rc = pd_err_set(PD_ETIMEDOUT, "pservers not reachable after %.0f s: not ready endpoints: [%s]", timeout,
                             missing);
             goto err;
         }
-        PD_INFO("server not ready, wait %d sec to retry...", RETRY_S);
-        PD_INFO("not ready endpoints: [%s]", missing);
-        sleep(RETRY_S);
+        /* retry soon (pservers of other nodes start at about the same time),
+         * but say so only every RETRY_S seconds, as PaddlePaddle did */
+        if (pd_now() >= next_note) {
+            PD_INFO("server not ready, wait %d sec to retry...", RETRY_S);
+            PD_INFO("not ready endpoints: [%s]", missing);
+            next_note = pd_now() + RETRY_S;
+        }
+        usleep(100000);
     }
     for (int i = 0; i < n; i++)
         if ((rc = handshake(c, &c->conns[i], i / c->nper, secret, job)) < 0) goto err;

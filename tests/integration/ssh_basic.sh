@@ -42,7 +42,7 @@ live() {
 
 # --- every key type and format (user keys) --------------------------------------
 live key_id_ed25519_and_a_command ssh_live_connect PD_SSH_TEST_KEYS="$K/id_ed25519" PD_SSH_TEST_RUN=1
-for key in id_ecdsa id_rsa id_rsa_pem id_ecdsa_pem; do
+for key in id_ecdsa id_rsa id_rsa_pem id_ecdsa_pem id_rsa_pkcs8 id_ecdsa_pkcs8; do
     live "key_$key" ssh_live_connect PD_SSH_TEST_KEYS="$K/$key"
 done
 live key_encrypted_needs_passphrase ssh_live_connect PD_SSH_TEST_KEYS="$K/id_ed25519_pass" \
@@ -54,6 +54,8 @@ live key_encrypted_wrong_passphrase ssh_live_connect PD_SSH_TEST_KEYS="$K/id_ed2
     PADDLE_SSH_PASSPHRASE=wrong PD_SSH_TEST_EXPECT="wrong PADDLE_SSH_PASSPHRASE"
 live wrong_key_refused ssh_live_connect PD_SSH_TEST_KEYS="$K/id_wrong" PD_SSH_TEST_EXPECT_RC=-7 \
     PD_SSH_TEST_EXPECT="ssh $H2: authentication failed (server allows: publickey)|tried: $K/id_wrong (refused)|authorized_keys"
+live public_key_named ssh_live_connect PD_SSH_TEST_KEYS="$K/id_ed25519.pub" \
+    PD_SSH_TEST_EXPECT="$K/id_ed25519.pub (a public key: name the private key file)"
 live keys_tried_in_order ssh_live_connect PD_SSH_TEST_KEYS="$K/id_wrong:$K/missing:$K/id_rsa"
 live no_key_at_all ssh_live_connect PD_SSH_TEST_AGENT=1 PD_SSH_TEST_EXPECT_RC=-7 \
     PD_SSH_TEST_EXPECT="authentication failed: no key to try|SSH_AUTH_SOCK"
@@ -122,6 +124,8 @@ else
     fail default_known_hosts_recorded "no entry in $T/home2/.ssh/known_hosts"
 fi
 live default_known_hosts_used ssh_live_connect HOME="$T/home2" PD_SSH_TEST_KNOWN=
+live tilde_paths ssh_live_connect HOME="$T/home2" PD_SSH_TEST_KNOWN="~/.ssh/known_hosts" \
+    PD_SSH_TEST_KEYS="~/.ssh/id_ed25519"
 
 echo "[127.0.0.2]:$P2 $(cut -d' ' -f1,2 "$T/impostor.pub")" >"$T/changed"
 for accept in 0 1; do
@@ -136,6 +140,7 @@ live host_key_other_type_refused ssh_live_connect PD_SSH_TEST_KEYS="$K/id_ed2551
 
 # --- channels and files -----------------------------------------------------------
 live exec_channels ssh_live_exec PD_SSH_TEST_KEYS="$K/id_ed25519"
+live parallel_sessions ssh_live_parallel PD_SSH_TEST_KEYS="$K/id_ed25519"
 live transfer_sftp ssh_live_transfer PD_SSH_TEST_KEYS="$K/id_ed25519" PD_SSH_TEST_DIR="${SSHD_ROOT[2]}"
 live transfer_scp_without_sftp ssh_live_transfer PD_SSH_TEST_KEYS="$K/id_ed25519" \
     PD_SSH_TEST_HOST="$SSHD_USER@127.0.0.4:${SSHD_PORT[4]}" PD_SSH_TEST_KNOWN="${SSHD_KNOWN[4]}" \

@@ -19,6 +19,7 @@
 #   SSHD_KEYS           user keys (made by sshd_keys, called by sshd_start):
 #     id_ed25519 id_ecdsa id_rsa  OpenSSH format, in authorized_keys
 #     id_rsa_pem id_ecdsa_pem     the same keys in PEM format
+#     id_rsa_pkcs8 id_ecdsa_pkcs8 and in PKCS#8 format
 #     id_ed25519_pass             encrypted with $SSHD_PASSPHRASE, authorized
 #     id_wrong                    an ed25519 key that is NOT authorized
 #   SSHD_PORT[N] SSHD_KNOWN[N] SSHD_ROOT[N] SSHD_LOG[N] SSHD_CONF[N]
@@ -48,12 +49,14 @@ sshd_keys() {
     ssh-keygen -q -t rsa -b 3072 -N '' -C paddle-test-rsa -f "$k/id_rsa" &&
     ssh-keygen -q -t ed25519 -N "$SSHD_PASSPHRASE" -C paddle-test-pass -f "$k/id_ed25519_pass" &&
     ssh-keygen -q -t ed25519 -N '' -C paddle-test-wrong -f "$k/id_wrong" || return 1
-    # the same RSA and ECDSA keys, rewritten in the old PEM format
-    local t
+    # the same RSA and ECDSA keys, rewritten in the PEM and PKCS#8 formats
+    local t f
     for t in rsa ecdsa; do
-        cp "$k/id_$t" "$k/id_${t}_pem" && cp "$k/id_$t.pub" "$k/id_${t}_pem.pub" &&
-        ssh-keygen -q -p -m PEM -N '' -P '' -f "$k/id_${t}_pem" >/dev/null || return 1
-        grep -q 'BEGIN .* PRIVATE KEY' "$k/id_${t}_pem" || return 1
+        for f in pem pkcs8; do
+            cp "$k/id_$t" "$k/id_${t}_$f" && cp "$k/id_$t.pub" "$k/id_${t}_$f.pub" &&
+            ssh-keygen -q -p -m "${f^^}" -N '' -P '' -f "$k/id_${t}_$f" >/dev/null || return 1
+            ! grep -q 'OPENSSH PRIVATE KEY' "$k/id_${t}_$f" || return 1
+        done
     done
     cat "$k/id_ed25519.pub" "$k/id_ecdsa.pub" "$k/id_rsa.pub" "$k/id_ed25519_pass.pub" \
         >"$k/authorized_keys"

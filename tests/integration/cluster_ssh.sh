@@ -1,0 +1,192 @@
+# cluster_ssh.sh - paddle run on a cluster of real sshd "hosts" on loopback
+# (127.0.0.2, 127.0.0.3): deploy, redeploy, deployed workspace, output copied
+# back, a killed remote trainer, Ctrl+C, a SIGKILLed launcher, host keys,
+# keys and unreachable hosts - with no process of the job left anywhere.
+. "$ROOT/tests/integration/lib.sh"
+. "$ROOT/tests/integration/sshd_lib.sh"
+
+# each "host" has its own root: root_dir names a variable the node's sshd sets
+SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node2" sshd_start 2 >/dev/null &&
+SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node3" sshd_start 3 >/dev/null ||
+    { fail sshd "cannot start the test sshd servers"; exit 0; }
+"$ROOT/recipes/prepare.sh"
+mkdir -p ws/data/uci_housing
+cp "$ROOT/recipes/data/uci_housing/housing.data" ws/data/uci_housing/
+cat "${SSHD_KNOWN[2]}" "${SSHD_KNOWN[3]}" >known_hosts
+nodes="$T/node"
+port=$(sshd_free_port)
+
+write_recipe() { # FILE EXTRA-JOB-KEYS
+    cat >"$1" <<R
+cluster {
+  hosts = { "$SSHD_USER@127.0.0.2:${SSHD_PORT[2]}", "$SSHD_USER@127.0.0.3:${SSHD_PORT[3]}" },
+  root_dir = "\$PADDLE_NODE_ROOT",
+  known_hosts = "$T/known_hosts",
+  identity_files = { "$SSHD_KEYS/id_ed25519" },
+  use_agent = false,
+  port = $port,
+}
+job { pservers = 2, trainers = 2, $2 }
+data { train = "data/uci_housing/housing.data", test = "data/uci_housing/housing.data", format = "uci_housing" }
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(x, 1), y)
+end
+optimizer = nn.sgd { learning_rate = 0.001 }
+settings { batch_size = 20, passes = 3, log_period = 1000 }
+R
+}
+write_recipe ws/job.lua 'workspace = "."'
+
+job_pids() { # every process whose command line names a node's root dir
+    local p
+    for p in /proc/[0-9]*; do
+        tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qE "$T/node[23]/" && echo "${p#/proc/}"
+    done
+}
+no_leftovers() {
+    local left
+    left=$(job_pids)
+    [ -z "$left" ] && return 0
+    echo "left running: $left"; for p in $left; do kill -9 "$p" 2>/dev/null; done
+    return 1
+}
+
+# 1. a two-host job runs to completion and its model lands in output/
+run_capture "$PADDLE" run ws/job.lua
+if [ $rc -eq 0 ] && [ -s output/pass-00002/fc_0.w_0.npy ] && [ -s output/pass-00002/manifest.json ] &&
+   grep -q '^\[127.0.0.3 trainer 1\]' <<<"$out" && grep -q 'binary copied to 2 of 2' <<<"$out"; then
+    pass two_host_job
+else
+    fail two_host_job "rc $rc: $(tail -n 8 <<<"$out")"
+fi
+job1=$(grep -o 'node 0 [^ ]*: job directory [^ ]*' <<<"$out" | awk '{print $NF}')
+job2=$(grep -o 'node 1 [^ ]*: job directory [^ ]*' <<<"$out" | awk '{print $NF}')
+if [[ "$job1" == "$T/node2/JOB"* ]] && [[ "$job2" == "$T/node3/JOB"* ]] &&
+   [ "$(cat "$job1/nodefile" 2>/dev/null)" = 0 ] && [ "$(cat "$job2/nodefile" 2>/dev/null)" = 1 ] &&
+   [ -s "$job1/log/paddle_trainer.INFO" ] && [ -s "$job2/log/server.log" ] &&
+   [ -s "$job1/output/pass-00002/fc_0.w_0.npy" ] && [ -x "$T/node3/.paddle/bin/$(ls "$T/node3/.paddle/bin" | head -n 1)" ]; then
+    pass node_dirs_logs_nodefile_output
+else
+    fail node_dirs_logs_nodefile_output "job dirs '$job1' '$job2' lack nodefile, logs or output"
+fi
+check no_leftovers_after_job no_leftovers
+
+# 2. a second run finds the same binary and the same files there
+run_capture "$PADDLE" run ws/job.lua --passes=1
+if [ $rc -eq 0 ] && grep -q 'binary copied to 0 of 2 nodes; workspace: 0 files sent' <<<"$out"; then
+    pass redeploy_skips_copies; grep 'every node started' <<<"$out"
+else
+    fail redeploy_skips_copies "rc $rc: $(grep -E 'every node|paddle:' <<<"$out" | tail -n 3)"
+fi
+
+# 3. an already deployed workspace: nothing dispatched
+if [ -n "$job1" ] && [ -n "$job2" ]; then
+    # the same workspace on both nodes under one name (relative to root_dir)
+    name=$(basename "$job1")
+    [ -d "$T/node3/$name" ] || cp -r "$job2" "$T/node3/$name"
+    write_recipe ws/deployed.lua "deployed = \"$name\""
+    cp ws/deployed.lua "$job1/deployed.lua"; cp ws/deployed.lua "$T/node3/$name/deployed.lua"
+    rm -rf output
+    run_capture "$PADDLE" run ws/deployed.lua --passes=1
+    if [ $rc -eq 0 ] && grep -q "job directory $job1" <<<"$out" && [ -s output/pass-00000/fc_0.w_0.npy ] &&
+       grep -q 'workspace: 0 files sent, 0 already there' <<<"$out"; then
+        pass deployed_workspace
+    else
+        fail deployed_workspace "rc $rc: $(tail -n 5 <<<"$out")"
+    fi
+fi
+
+# a long job in the background; waits until every role trains
+start_long() {
+    "$PADDLE" run ws/job.lua --passes=1000000 >long.out 2>&1 &
+    launcher=$!
+    for _ in $(seq 1 150); do
+        grep -q 'trainer 1\] .*pass 2 done' long.out && return 0
+        sleep 0.1
+    done
+    echo "long job did not start:"; tail -n 20 long.out
+    return 1
+}
+gone_within() { # PID SECONDS
+    local i
+    for i in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+    return 1
+}
+
+# 4. a remote trainer killed: the job ends, naming the host and the role
+if start_long; then
+    victim=""
+    for p in $(job_pids); do tr '\0' ' ' <"/proc/$p/cmdline" | grep -q -- '--trainer_id=1' && victim=$p; done
+    kill -9 "$victim"
+    if gone_within "$launcher" 10; then
+        wait "$launcher"; rc=$?
+        if [ $rc -ne 0 ] && grep -q '127.0.0.3\] paddle: trainer 1 was killed by signal 9' long.out; then
+            pass killed_remote_trainer_named
+        else
+            fail killed_remote_trainer_named "rc $rc: $(tail -n 6 long.out)"
+        fi
+    else
+        fail killed_remote_trainer_named "launcher still running 10 s after the trainer died"; kill -9 "$launcher"
+    fi
+    sleep 1
+    check killed_remote_no_leftovers no_leftovers
+fi
+
+# 5. Ctrl+C ends every role on every host within 5 s
+if start_long; then
+    kill -INT "$launcher"
+    if gone_within "$launcher" 8; then
+        wait "$launcher"; rc=$?
+        sleep 0.5
+        if [ $rc -eq 130 ] && [ -z "$(job_pids)" ]; then pass ctrl_c_ends_cluster_job
+        else fail ctrl_c_ends_cluster_job "rc $rc, left: $(job_pids)"; fi
+    else
+        fail ctrl_c_ends_cluster_job "launcher still running"; kill -9 "$launcher"
+    fi
+    no_leftovers >/dev/null
+fi
+
+# 6. a SIGKILLed launcher: the connections drop, the agents end their roles
+if start_long; then
+    kill -9 "$launcher"
+    wait "$launcher" 2>/dev/null
+    sleep 5
+    if no_leftovers; then pass sigkill_launcher_no_orphans_on_hosts
+    else fail sigkill_launcher_no_orphans_on_hosts "roles survived the launcher"; fi
+fi
+
+# 7. host keys, keys, unreachable hosts: one clear line naming the host
+sed "s|known_hosts = \"$T/known_hosts\"|known_hosts = \"$T/empty_known\"|" ws/job.lua >ws/unknown.lua
+: >empty_known
+run_capture "$PADDLE" run ws/unknown.lua --passes=1
+if [ $rc -ne 0 ] && grep -q '127.0.0.2' <<<"$out" && grep -qi 'accept-new-host-keys' <<<"$out"; then
+    pass unknown_host_key_refused
+else
+    fail unknown_host_key_refused "rc $rc: $(tail -n 3 <<<"$out")"
+fi
+run_capture "$PADDLE" run ws/unknown.lua --passes=1 --accept-new-host-keys
+if [ $rc -eq 0 ] && [ "$(grep -c . empty_known)" -ge 2 ]; then pass unknown_host_key_accepted
+else fail unknown_host_key_accepted "rc $rc: $(tail -n 3 <<<"$out")"; fi
+# a changed key: known_hosts says another key for 127.0.0.2
+ssh-keygen -q -t ed25519 -N '' -f other_hostkey
+sed "s|^\(\[127.0.0.2\]:${SSHD_PORT[2]}\) .*|\1 $(cut -d' ' -f1,2 other_hostkey.pub)|" known_hosts >changed_known
+grep -v '^\[127.0.0.2\]' known_hosts | grep . >/dev/null
+sed "s|known_hosts = \"$T/known_hosts\"|known_hosts = \"$T/changed_known\"|" ws/job.lua >ws/changed.lua
+run_capture "$PADDLE" run ws/changed.lua --passes=1 --accept-new-host-keys
+if [ $rc -ne 0 ] && grep -q '127.0.0.2' <<<"$out" && grep -q 'SHA256:' <<<"$out"; then pass changed_host_key_refused
+else fail changed_host_key_refused "rc $rc: $(tail -n 3 <<<"$out")"; fi
+sed "s|$SSHD_KEYS/id_ed25519\"|$SSHD_KEYS/id_wrong\"|" ws/job.lua >ws/wrongkey.lua
+run_capture "$PADDLE" run ws/wrongkey.lua --passes=1
+if [ $rc -ne 0 ] && grep -q '127.0.0.2' <<<"$out" && grep -qi 'id_wrong' <<<"$out"; then pass wrong_key_refused
+else fail wrong_key_refused "rc $rc: $(tail -n 3 <<<"$out")"; fi
+dead=$(sshd_free_port)
+sed "s|127.0.0.3:${SSHD_PORT[3]}|127.0.0.9:$dead|" ws/job.lua >ws/unreachable.lua
+run_capture "$PADDLE" run ws/unreachable.lua --passes=1
+if [ $rc -ne 0 ] && grep -q '127.0.0.9' <<<"$out" && grep -q 'nothing is left running' <<<"$out"; then
+    pass unreachable_host_named
+else
+    fail unreachable_host_named "rc $rc: $(tail -n 3 <<<"$out")"
+fi
+sleep 0.5
+check no_leftovers_at_end no_leftovers
