@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #define STOP_GRACE 5.0
-#define CHUNK 200   /* files per remote shell command */
 
 typedef struct wfile {
     char *rel;              /* path inside the workspace */
@@ -124,28 +123,18 @@ static int list_workspace(deploy *d, const char *dir)
 
 /* --- per host: connect and deploy (one thread each) ------------------------ */
 
-/* Shell text that prints the hashes of files[a..b) missing from the cache. */
-static char *missing_cmd(const char *cache_dir, deploy *d, int a, int b)
+/* Shell text that links files[a..b) from the cache under root (shell
+ * text: a path or "$R") into the current directory. */
+static char *link_cmd(const char *root, deploy *d, int a, int b)
 {
-    size_t cap = 256 + strlen(cache_dir) + (size_t)(b - a) * 70;
+    size_t cap = 256;
+    for (int i = a; i < b; i++) cap += 3 * strlen(d->files[i].rel) + strlen(root) + 160;
     char *cmd = pd_xmalloc(cap);
-    int len = snprintf(cmd, cap, "cd %s && for h in", cache_dir);
-    for (int i = a; i < b; i++) len += snprintf(cmd + len, cap - (size_t)len, " %s", d->files[i].hash);
-    snprintf(cmd + len, cap - (size_t)len, "; do [ -f \"$h\" ] || echo \"$h\"; done");
-    return cmd;
-}
-
-/* Shell text that links files[a..b) from the cache into the job directory. */
-static char *link_cmd(node *n, deploy *d, int a, int b)
-{
-    size_t cap = 256 + strlen(n->job);
-    for (int i = a; i < b; i++) cap += 3 * strlen(d->files[i].rel) + strlen(n->root) + 160;
-    char *cmd = pd_xmalloc(cap);
-    int len = snprintf(cmd, cap, "cd %s", n->job);
+    int len = snprintf(cmd, cap, "true");
     for (int i = a; i < b; i++) {
         char *q = pd_ssh_quote(d->files[i].rel);
-        len += snprintf(cmd + len, cap - (size_t)len, " && mkdir -p \"$(dirname %s)\" && ln -f %s/.paddle/cache/%s %s && chmod %o %s",
-                        q, n->root, d->files[i].hash, q, d->files[i].mode, q);
+        len += snprintf(cmd + len, cap - (size_t)len, " && mkdir -p \"$(dirname %s)\" && ln -f \"%s/.paddle/cache/%s\" %s && chmod %o %s",
+                        q, root, d->files[i].hash, q, d->files[i].mode, q);
         free(q);
     }
     return cmd;
@@ -175,66 +164,13 @@ static int send_missing(node *n, deploy *d, int a, int b, const char *missing)
  * lacks, and the agent's own command, which first links the workspace into
  * the job directory and writes nodefile.
  */
-static void *deploy_node(void *arg)
-{
-    node *n = ((void **)arg)[0];
-    deploy *d = ((void **)arg)[1];
-    int rc;
-    char *bin = NULL, *out = NULL;
-    char *links = NULL;
-    if ((rc = pd_ssh_connect(&n->ssh, n->h, &d->sopts)) < 0) goto out;
-    /* root_dir may name a variable or ~ of the node: it is resolved there,
-     * and so is the job directory (deployed: absolute, or under root_dir) */
-    int first = PD_MIN(d->nfiles, CHUNK);
-    char *miss = missing_cmd(".paddle/cache", d, 0, first);
-    char *prep = pd_xasprintf("mkdir -p %s && cd %s && echo \"root=$PWD\" && mkdir -p .paddle/bin .paddle/cache && "
-                              "{ [ -x .paddle/bin/paddle-%.16s ] && echo have-binary || echo need-binary; } && "
-                              "mkdir -p %s/log %s/output && (cd %s && echo \"job=$PWD\") && %s",
-                              d->root, d->root, d->exe_hash, d->job_dir, d->job_dir, d->job_dir, miss);
-    free(miss);
-    rc = pd_ssh_run(n->ssh, prep, &out, NULL);
-    free(prep);
-    if (rc < 0) {
-        pd_err_wrap(rc, "cannot create the job directory %s under %s (is root_dir writable?)", d->job_dir, d->root);
-        goto out;
-    }
-    char *rl = strstr(out, "root="), *jl = strstr(out, "job=");
-    if (!rl || !jl) {
-        rc = pd_err_set(PD_ESSH, "%s: unexpected answer while preparing the job directory", n->h->host);
-        goto out;
-    }
-    n->root = pd_xasprintf("%.*s", (int)strcspn(rl + 5, "\n"), rl + 5);
-    n->job = pd_xasprintf("%.*s", (int)strcspn(jl + 4, "\n"), jl + 4);
-    bin = pd_xasprintf("%s/.paddle/bin/paddle-%.16s", n->root, d->exe_hash);
-    if (strstr(out, "need-binary")) {
-        if ((rc = pd_ssh_upload(n->ssh, d->exe, bin, 0755)) < 0) {
-            pd_err_wrap(rc, "copying paddle to %s (disk full?)", bin);
-            goto out;
-        }
-        n->copied_binary = 1;
-    }
-    if ((rc = send_missing(n, d, 0, first, out)) < 0) goto dispatch_failed;
-    /* a large workspace: the rest in chunks, linked by separate commands */
-    for (int a = first; a < d->nfiles; a += CHUNK) {
-        int b = PD_MIN(d->nfiles, a + CHUNK);
-        char *cache = pd_xasprintf("%s/.paddle/cache", n->root);
-        char *cmd = missing_cmd(cache, d, a, b);
-        free(cache);
-        free(out);
-        out = NULL;
-        rc = pd_ssh_run(n->ssh, cmd, &out, NULL);
-        free(cmd);
-        if (rc < 0 || (rc = send_missing(n, d, a, b, out)) < 0) goto dispatch_failed;
-        cmd = link_cmd(n, d, a, b);
-        rc = pd_ssh_run(n->ssh, cmd, NULL, NULL);
-        free(cmd);
-        if (rc < 0) goto dispatch_failed;
-    }
-    links = link_cmd(n, d, 0, first);
+static void feed(node *n, deploy *d, const char *buf, size_t k, int is_err);
 
-    /* the agent: this node's roles; the secret goes over stdin, not argv */
+/* The agent's command line (after `exec`), for node n. */
+static char *agent_cmd(node *n, deploy *d, const char *bin)
+{
     const pd_recipe *r = d->r;
-    size_t cap = 4096 + strlen(d->endpoints);
+    size_t cap = 4096 + strlen(d->endpoints) + strlen(bin);
     for (int i = 0; i < r->noverrides; i++) cap += strlen(r->overrides[i].key) + strlen(r->overrides[i].value) * 4 + 16;
     char *cmd = pd_xmalloc(cap), roles[2048] = "";
     for (int i = 0; i < d->plan->nroles; i++) {
@@ -245,12 +181,9 @@ static void *deploy_node(void *arg)
                  ro->id, ro->port);
     }
     char *q_recipe = pd_ssh_quote(d->recipe_rel);
-    cap += strlen(links);
-    cmd = pd_xrealloc(cmd, cap);
-    int len = snprintf(cmd, cap, "%s && echo %d > nodefile && %s%s%sexec %s node %s --roles=%s --endpoints=%s --node=%d",
-                       links, n->index, r->ld_library_path ? "LD_LIBRARY_PATH=" : "",
-                       r->ld_library_path ? r->ld_library_path : "", r->ld_library_path ? " " : "", bin, q_recipe,
-                       roles, d->endpoints, n->index);
+    int len = snprintf(cmd, cap, "%s%s%s%s node %s --roles=%s --endpoints=%s --node=%d",
+                       r->ld_library_path ? "LD_LIBRARY_PATH=" : "", r->ld_library_path ? r->ld_library_path : "",
+                       r->ld_library_path ? " " : "", bin, q_recipe, roles, d->endpoints, n->index);
     free(q_recipe);
     if (d->cluster_rel) len += snprintf(cmd + len, cap - (size_t)len, " --cluster=%s", d->cluster_rel);
     /* pservers listen on the address the others reach this host by, unless
@@ -264,34 +197,156 @@ static void *deploy_node(void *arg)
         free(kv);
         free(q);
     }
-    rc = pd_ssh_exec(n->ssh, cmd, &n->chan);
-    free(cmd);
-    if (rc < 0) goto out;
+    return cmd;
+}
+
+/* Read the start script's answer: lines up to "ready" (the agent is being
+ * started), or to the end of its output. Fills *text (stdout) and *errtext.
+ * Returns 1 when ready, 0 at the end without it, < 0 on failure. */
+static int read_answer(node *n, deploy *d, char **text, char **errtext)
+{
+    size_t len = 0, elen = 0;
+    *text = pd_xcalloc(1, 1);
+    *errtext = pd_xcalloc(1, 1);
+    double deadline = pd_now() + PD_MAX(d->sopts.timeout, 5) * 3;
+    int eof = 0, eeof = 0;
+    char buf[8192];
+    while (pd_now() < deadline) {
+        ssize_t k = pd_ssh_read(n->chan, buf, sizeof buf, &eof);
+        if (k < 0) return (int)k;
+        if (k > 0) {
+            *text = pd_xrealloc(*text, len + (size_t)k + 1);
+            memcpy(*text + len, buf, (size_t)k);
+            len += (size_t)k;
+            (*text)[len] = '\0';
+            char *ready = strstr(*text, "\nready\n");
+            if (ready || !strncmp(*text, "ready\n", 6)) {
+                char *rest = ready ? ready + 7 : *text + 6;
+                feed(n, d, rest, len - (size_t)(rest - *text), 0); /* the agent's first words */
+                return 1;
+            }
+            continue;
+        }
+        ssize_t e = pd_ssh_read_err(n->chan, buf, sizeof buf, &eeof);
+        if (e > 0 && elen < 65536) {
+            *errtext = pd_xrealloc(*errtext, elen + (size_t)e + 1);
+            memcpy(*errtext + elen, buf, (size_t)e);
+            elen += (size_t)e;
+            (*errtext)[elen] = '\0';
+            continue;
+        }
+        if (eof && (eeof || e < 0)) return 0;
+        struct pollfd p = {.fd = pd_ssh_fd(n->ssh), .events = (short)pd_ssh_events(n->ssh)};
+        poll(&p, 1, 100);
+    }
+    return pd_err_set(PD_ETIMEDOUT, "%s: no answer while starting the node agent", n->h->host);
+}
+
+/*
+ * Deploy one node with as few remote commands as possible: each one costs a
+ * shell start on the node. One exec channel runs a script that makes the
+ * directories, checks that the binary and every workspace file are there
+ * (by hash), links the workspace into the job directory, writes nodefile
+ * and becomes the agent. Only when something is missing does it stop and
+ * say what: the launcher sends that and runs it again.
+ */
+static void *deploy_node(void *arg)
+{
+    node *n = ((void **)arg)[0];
+    deploy *d = ((void **)arg)[1];
+    int rc;
+    char *text = NULL, *errtext = NULL, *script = NULL, *agent = NULL, *links = NULL, *hashes = NULL;
+    if ((rc = pd_ssh_connect(&n->ssh, n->h, &d->sopts)) < 0) goto out;
+    size_t hcap = 1 + (size_t)d->nfiles * 66;
+    hashes = pd_xcalloc(hcap, 1);
+    for (int i = 0; i < d->nfiles; i++) {
+        strcat(hashes, " ");
+        strcat(hashes, d->files[i].hash);
+    }
+    char bin[128];
+    snprintf(bin, sizeof bin, "\"$R/.paddle/bin/paddle-%.16s\"", d->exe_hash);
+    links = link_cmd("$R", d, 0, d->nfiles);
+    agent = agent_cmd(n, d, bin);
+    /* root_dir may name a variable or ~ of the node: the node resolves it,
+     * and the job directory (deployed: absolute, or under root_dir) */
+    script = pd_xasprintf(
+        "mkdir -p %s && cd %s && R=$PWD && mkdir -p .paddle/bin .paddle/cache %s/log %s/output && "
+        "J=$(cd %s && pwd) && echo \"root=$R\" && echo \"job=$J\" && need= && "
+        "{ [ -x .paddle/bin/paddle-%.16s ] || need=\"$need binary\"; } && "
+        "for h in%s; do [ -f \".paddle/cache/$h\" ] || need=\"$need $h\"; done && "
+        "if [ -n \"$need\" ]; then echo \"need:$need\"; exit 3; fi && "
+        "cd \"$J\" && %s && echo %d > nodefile && echo ready && exec %s",
+        d->root, d->root, d->job_dir, d->job_dir, d->job_dir, d->exe_hash, hashes, links, n->index, agent);
     char hex[2 * PD_SECRET + 2];
     pd_hex(d->secret, PD_SECRET, hex);
     strcat(hex, "\n");
-    size_t sent = 0;
-    double deadline = pd_now() + 10;
-    while (sent < strlen(hex) && pd_now() < deadline) {
-        ssize_t w = pd_ssh_write(n->chan, hex + sent, strlen(hex) - sent);
-        if (w < 0) {
-            rc = (int)w;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if ((rc = pd_ssh_exec(n->ssh, script, &n->chan)) < 0) goto out;
+        /* the secret, over stdin: the agent reads it first */
+        size_t sent = 0;
+        double deadline = pd_now() + 10;
+        while (sent < strlen(hex) && pd_now() < deadline) {
+            ssize_t w = pd_ssh_write(n->chan, hex + sent, strlen(hex) - sent);
+            if (w < 0) {
+                rc = (int)w;
+                goto out;
+            }
+            if (w == 0) {
+                struct pollfd p = {.fd = pd_ssh_fd(n->ssh), .events = (short)pd_ssh_events(n->ssh)};
+                poll(&p, 1, 50);
+            }
+            sent += (size_t)w;
+        }
+        free(text);
+        free(errtext);
+        rc = read_answer(n, d, &text, &errtext);
+        if (rc < 0) goto out;
+        char *rl = strstr(text, "root="), *jl = strstr(text, "job=");
+        if (rl && jl && !n->root) {
+            n->root = pd_xasprintf("%.*s", (int)strcspn(rl + 5, "\n"), rl + 5);
+            n->job = pd_xasprintf("%.*s", (int)strcspn(jl + 4, "\n"), jl + 4);
+        }
+        if (rc == 1) {
+            rc = 0;
+            n->files_cached = d->nfiles - n->files_sent;
+            n->t_ready = pd_now();
             goto out;
         }
-        if (w == 0) {
-            struct pollfd p = {.fd = pd_ssh_fd(n->ssh), .events = (short)pd_ssh_events(n->ssh)};
-            poll(&p, 1, 50);
+        int status = 0;
+        pd_ssh_close_chan(n->chan, &status, NULL);
+        n->chan = NULL;
+        char *need = strstr(text, "need:");
+        if (!n->root || !need || attempt == 1) {
+            size_t el = strlen(errtext);
+            while (el && (errtext[el - 1] == '\n' || errtext[el - 1] == ' ')) errtext[--el] = '\0';
+            const char *last = strrchr(errtext, '\n');
+            rc = pd_err_set(PD_ESSH, "%s: cannot prepare the job directory %s under root_dir %s (exit %d): %s",
+                            pd_ssh_name(n->ssh), d->job_dir, d->root, status,
+                            el ? (last ? last + 1 : errtext) : "is root_dir writable, the disk full?");
+            goto out;
         }
-        sent += (size_t)w;
+        /* send what the node lacks, then start again */
+        need[strcspn(need, "\n")] = '\0';
+        if (strstr(need, " binary")) {
+            char *dst = pd_xasprintf("%s/.paddle/bin/paddle-%.16s", n->root, d->exe_hash);
+            rc = pd_ssh_upload(n->ssh, d->exe, dst, 0755);
+            if (rc < 0) pd_err_wrap(rc, "copying paddle to %s (disk full?)", dst);
+            free(dst);
+            if (rc < 0) goto out;
+            n->copied_binary = 1;
+        }
+        if ((rc = send_missing(n, d, 0, d->nfiles, need)) < 0) {
+            pd_err_wrap(rc, "dispatching the workspace");
+            goto out;
+        }
     }
-    n->t_ready = pd_now();
-    goto out;
-dispatch_failed:
-    pd_err_wrap(rc, "dispatching the workspace");
 out:
+    free(text);
+    free(errtext);
+    free(script);
+    free(agent);
     free(links);
-    free(out);
-    free(bin);
+    free(hashes);
     if (rc < 0) n->err = pd_xstrdup(pd_err_msg());
     return NULL;
 }
@@ -373,6 +428,21 @@ static void take_line(node *n, deploy *d, char *line, int is_err)
     }
 }
 
+static void feed(node *n, deploy *d, const char *buf, size_t k, int is_err)
+{
+    char *acc = is_err ? n->err_line : n->out_line;
+    size_t *len = is_err ? &n->err_len : &n->out_len;
+    for (size_t i = 0; i < k; i++) {
+        if (buf[i] == '\n' || *len == 4095) {
+            acc[*len] = '\0';
+            take_line(n, d, acc, is_err);
+            *len = 0;
+            if (buf[i] == '\n') continue;
+        }
+        acc[(*len)++] = buf[i];
+    }
+}
+
 static void pump_stream(node *n, deploy *d, int is_err)
 {
     char buf[16384];
@@ -386,15 +456,7 @@ static void pump_stream(node *n, deploy *d, int is_err)
             if (k < 0) *eof = 1;
             break;
         }
-        for (ssize_t i = 0; i < k; i++) {
-            if (buf[i] == '\n' || *len == 4095) {
-                acc[*len] = '\0';
-                take_line(n, d, acc, is_err);
-                *len = 0;
-                if (buf[i] == '\n') continue;
-            }
-            acc[(*len)++] = buf[i];
-        }
+        feed(n, d, buf, (size_t)k, is_err);
     }
     if (*eof && *len) {
         acc[*len] = '\0';

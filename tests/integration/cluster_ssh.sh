@@ -188,5 +188,14 @@ if [ $rc -ne 0 ] && grep -q '127.0.0.9' <<<"$out" && grep -q 'nothing is left ru
 else
     fail unreachable_host_named "rc $rc: $(tail -n 3 <<<"$out")"
 fi
+# a root_dir that cannot be written: the host is named, nothing is started
+sed 's|root_dir = "\$PADDLE_NODE_ROOT"|root_dir = "/proc/paddle-cannot-write-here"|' ws/job.lua >ws/readonly.lua
+run_capture "$PADDLE" run ws/readonly.lua --passes=1
+if [ $rc -ne 0 ] && grep -q '127.0.0.2' <<<"$out" && grep -q 'root_dir /proc/paddle-cannot-write-here' <<<"$out" &&
+   grep -q 'nothing is left running' <<<"$out"; then
+    pass unwritable_root_dir_named
+else
+    fail unwritable_root_dir_named "rc $rc: $(tail -n 3 <<<"$out")"
+fi
 sleep 0.5
 check no_leftovers_at_end no_leftovers
