@@ -34,8 +34,10 @@ cd "$work"
 
 # samples/s of the training loop: all samples over all seconds of passes 1..
 rate() {
-    awk '/pass [0-9]+ done:/ { for (i = 1; i <= NF; i++) { if ($i == "done:") n = $(i+1); if ($i == "in") s = $(i+1) }
-         if ($0 !~ /pass 0 done/) { N += n; S += s } } END { if (S > 0) printf "%.0f", N / S; else print 0 }'
+    # per pass: "N samples in S s (R samples/s)"; S is rounded, R is not
+    awk '/pass [0-9]+ done:/ { for (i = 1; i <= NF; i++) { if ($i == "done:") n = $(i+1); if ($i == "samples/s),") r = $(i-1) }
+         sub(/^\(/, "", r); if ($0 !~ /pass 0 done/ && r > 0) { N += n; S += n / r } }
+         END { if (S > 0) printf "%.0f", N / S; else print 0 }'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 

@@ -28,10 +28,42 @@ static void cpu_copy(void *dst, const void *src, size_t n) { if (n) memmove(dst,
 static void cpu_zero(void *p, size_t n) { if (n) memset(p, 0, n); }
 static void cpu_sync(void) {}
 
+/* tanh from one expf: libm's tanhf is several times slower, and a
+ * recommender spends a third of its time there. |error| < 1e-6. */
+static inline float fast_tanh(float x)
+{
+    if (x > 9.f) return 1.f;
+    if (x < -9.f) return -1.f;
+    if (x > -0.01f && x < 0.01f) return x * (1.f - x * x * (1.f / 3.f)); /* cancellation near 0 */
+    float t = expf(2.f * x);
+    return (t - 1.f) / (t + 1.f);
+}
+
+/* Products this small cost less as plain loops than as a BLAS call. */
+#define SMALL_GEMM 4096
+
+static void small_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                       int ldb, float beta, float *c, int ldc)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float s = 0;
+            for (int p = 0; p < k; p++)
+                s += (ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p]) *
+                     (tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j]);
+            float *cij = c + (size_t)i * ldc + j;
+            *cij = alpha * s + (beta == 0 ? 0 : beta * *cij);
+        }
+}
+
 static void cpu_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc)
 {
     if (m == 0 || n == 0) return;
+    if ((long)m * n * k <= SMALL_GEMM) {
+        small_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -76,7 +108,7 @@ static void cpu_act_forward(int act, float *y, const float *x, int rows, int col
         for (size_t i = 0; i < n; i++) y[i] = 1.f / (1.f + expf(-x[i]));
         break;
     case PD_ACT_TANH:
-        for (size_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+        for (size_t i = 0; i < n; i++) y[i] = fast_tanh(x[i]);
         break;
     case PD_ACT_SOFTMAX:
         for (int r = 0; r < rows; r++) {
@@ -332,8 +364,20 @@ static void cpu_opt_update(const pd_opt_hyper *h, float *w, const float *g, floa
         }
         break;
     case PD_OPT_ADAM: {
-        double t = (double)h->t;
-        float lr_t = (float)(lr * sqrt(1 - pow(h->beta2, t)) / (1 - pow(h->beta1, t)));
+        /* the bias correction depends on the step only: cached across the
+         * calls of one step (sparse tables call once per row) */
+        static _Thread_local double c_lr, c_b1, c_b2;
+        static _Thread_local long c_t = -1;
+        static _Thread_local float c_val;
+        if (c_t != h->t || c_lr != lr || c_b1 != h->beta1 || c_b2 != h->beta2) {
+            double t = (double)h->t;
+            c_val = (float)(lr * sqrt(1 - pow(h->beta2, t)) / (1 - pow(h->beta1, t)));
+            c_t = h->t;
+            c_lr = lr;
+            c_b1 = h->beta1;
+            c_b2 = h->beta2;
+        }
+        float lr_t = c_val;
         for (size_t i = 0; i < n; i++) {
             float gi = g[i] + wd * w[i];
             s1[i] = h->beta1 * s1[i] + (1 - h->beta1) * gi;

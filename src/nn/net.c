@@ -365,11 +365,16 @@ double pd_net_mean(pd_net *net, int layer)
 {
     pd_layer *l = &net->layers[layer];
     if (l->rows == 0) return 0;
-    float *h = pd_xmalloc((size_t)l->rows * l->size * sizeof(float));
-    net->be->download(h, l->out, (size_t)l->rows * l->size * sizeof(float));
+    size_t n = (size_t)l->rows * l->size;
+    const float *h = l->out;
+    float *copy = NULL;
+    if (!net->be->host_memory) {
+        h = copy = pd_xmalloc(n * sizeof(float));
+        net->be->download(copy, l->out, n * sizeof(float));
+    }
     double s = 0;
-    for (int i = 0; i < l->rows * l->size; i++) s += h[i];
-    free(h);
+    for (size_t i = 0; i < n; i++) s += h[i];
+    free(copy);
     return s / l->rows;
 }
 
