@@ -70,10 +70,14 @@ echo "== pserver bandwidth"
 
 echo "== distributed against local (recommender, sync)"
 local_rate=${ours[rec]}
-one=$("$paddle" run rec.lua --passes=4 --save_dir=o4 2>&1 | grep '^\[trainer 0\]' | rate)
+"$paddle" run rec.lua --passes=4 --save_dir=o4 >run1.out 2>&1
+one=$(grep '^\[trainer 0\]' run1.out | rate)
+sparse=$(grep -o 'sparse rows: .*rows/s' run1.out | tail -n 1)
 two=$("$paddle" run rec.lua --passes=4 --trainers=2 --save_dir=o5 2>&1 | grep '^\[trainer' | rate)
 # with 2 trainers each reports its own rate; the job's rate is their sum
 two_sum=$(awk -v r="$two" 'BEGIN { printf "%.0f", r * 2 }')
 printf '  paddle train %s, paddle run 1 pserver + 1 trainer %s: ratio %s (target >= 0.7)\n' "$local_rate" "$one" \
     "$(ratio "$one" "$local_rate")"
 printf '  2 trainers %s against 1 trainer %s: ratio %s\n' "$two_sum" "$one" "$(ratio "$two_sum" "$one")"
+echo "== sparse rows through one pserver (recommender, 1 trainer, last pass)"
+echo "  ${sparse:-none}"

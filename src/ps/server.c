@@ -94,6 +94,8 @@ typedef struct server {
     uint8_t *finished;
     int nfinished;
     uint8_t *seen;          /* trainer connected at least once */
+    long rows_pulled, rows_pushed;  /* sparse rows moved (this pass) */
+    double pass_started;
     int nseen;
     double started;
 } server;
@@ -502,6 +504,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
         if (f->a == 1 && T == 0 && !s->ready && ++s->init_done == s->nlisten) {
             PD_INFO("parameters initialised by trainer 0");
             mark_ready(s);
+            s->pass_started = pd_now();
         }
         if (s->ready) {
             reply(s, me, PD_MSG_READY, 0, 0, NULL, 0);
@@ -530,6 +533,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
         if ((rc = check_rows(s, f, 1, &tb)) < 0) return rc;
         if (tb->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed table %u twice in one step", T, f->a);
         const float *vals = (const float *)(f->payload + 4 * (size_t)f->b);
+        s->rows_pushed += f->b;
         for (uint32_t i = 0; i < f->b; i++) {
             int32_t local = pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i));
             pd_backend_cpu.axpy((size_t)tb->dim, 1.f, vals + (size_t)i * tb->dim, tb->g + (size_t)local * tb->dim);
@@ -548,6 +552,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
     case PD_MSG_PULL_ROWS: {
         if ((rc = check_rows(s, f, 0, &tb)) < 0) return rc;
         size_t n = (size_t)f->b * tb->dim;
+        s->rows_pulled += f->b;
         float *out = pd_xmalloc((n ? n : 1) * sizeof(float));
         for (uint32_t i = 0; i < f->b; i++)
             memcpy(out + (size_t)i * tb->dim,
@@ -565,7 +570,15 @@ static int on_frame(server *s, int slot, pd_frame *f)
         s->active[T] = 0;
         s->npass_ended++;
         if (s->npass_ended == s->o->ntrainers) {
-            PD_INFO("pass %u done by all %d trainers", f->a, s->o->ntrainers);
+            double secs = pd_now() - s->pass_started;
+            if (s->lay.ntables)
+                PD_INFO("pass %u done by all %d trainers; sparse rows: %ld pulled, %ld pushed (%.0f rows/s)", f->a,
+                        s->o->ntrainers, s->rows_pulled, s->rows_pushed,
+                        secs > 0 ? (s->rows_pulled + s->rows_pushed) / secs : 0.0);
+            else
+                PD_INFO("pass %u done by all %d trainers", f->a, s->o->ntrainers);
+            s->rows_pulled = s->rows_pushed = 0;
+            s->pass_started = pd_now();
             for (int t = 0; t < s->o->ntrainers; t++) {
                 reply(s, s->pass_wait[t], PD_MSG_PASS_DONE, f->a, 0, NULL, 0);
                 s->pass_ended[t] = 0;
