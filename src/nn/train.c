@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size)
 {
@@ -76,6 +77,8 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
             r->optimizer.type, be->name, pd_recipe_params(r));
     double *tm = pd_xcalloc((size_t)r->nmetrics + 1, sizeof *tm);
     long step = 0;
+    int tty = isatty(2), shown = 0;
+    double last_progress = pd_now();
     for (int pass = 0; pass < r->passes; pass++) {
         double t0 = pd_now(), sum = 0, period_sum = 0;
         long samples = 0, period_n = 0;
@@ -106,6 +109,13 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
             period_n += b->n;
             pd_reader_release(train, b);
             batch_id++;
+            if (tty && pd_now() - last_progress > 0.5) {
+                /* a progress line on a terminal, rewritten in place */
+                fprintf(stderr, "\rpass %d  batch %d  cost %.5g  %.0f samples/s\033[K", pass, batch_id,
+                        sum / samples, samples / (pd_now() - t0));
+                last_progress = pd_now();
+                shown = 1;
+            }
             if (r->max_batches && batch_id >= r->max_batches) {
                 /* drain the rest of the pass */
                 while ((rc = pd_reader_next(train, &b)) == 1) pd_reader_release(train, b);
@@ -117,6 +127,10 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
                 period_sum = 0;
                 period_n = 0;
             }
+        }
+        if (shown) {
+            fprintf(stderr, "\r\033[K");
+            shown = 0;
         }
         if (rc < 0) break;
         double secs = pd_now() - t0, test_cost = NAN;
