@@ -3,7 +3,16 @@
  * of batches.
  *
  * The slots a reader fills follow the model's data layers (name, dense width
- * or id range). Formats: uci_housing, csv, libsvm (see docs/recipes.md).
+ * or id range). Formats (see docs/recipes.md):
+ *   uci_housing  housing.data: 14 blank-separated numbers a row, features
+ *                normalised; the first 80% of rows train, the rest test
+ *   csv          one sample a line, data.columns mapping columns to slots
+ *   libsvm       "label index:value ...", a dense feature slot and a label
+ *   movielens    a MovieLens-1M directory (users.dat, movies.dat,
+ *                ratings.dat; movielens.c); the test part is held out by a
+ *                hash of (user, movie) below data.test_fraction
+ *   synthetic    random samples in the model's slots, data.samples a pass;
+ *                nothing is read
  * A data path ending in ".list" names a file of data paths, one per line,
  * relative to the list's folder. With several trainers each reads its own
  * share: whole files when there are at least as many files as trainers,
