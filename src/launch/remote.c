@@ -453,7 +453,11 @@ static void pump_stream(node *n, deploy *d, int is_err)
     for (int rounds = 0; rounds < 4; rounds++) {
         ssize_t k = is_err ? pd_ssh_read_err(n->chan, buf, sizeof buf, eof) : pd_ssh_read(n->chan, buf, sizeof buf, eof);
         if (k <= 0) {
-            if (k < 0) *eof = 1;
+            if (k < 0) {
+                /* the connection broke: say so, not just "the agent failed" */
+                if (!n->err) n->err = pd_xasprintf("lost the connection to %s: %s", n->h->host, pd_err_msg());
+                *eof = 1;
+            }
             break;
         }
         feed(n, d, buf, (size_t)k, is_err);
@@ -651,8 +655,8 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
             bad = 1;
         }
     if (bad) {
-        fprintf(stderr, "paddle: deployment failed; nothing is left running\n");
         stop_all(nodes, nn, d);
+        fprintf(stderr, "paddle: deployment failed; nothing is left running\n");
         goto out;
     }
     int copied = 0, sent = 0, cached = 0;
@@ -676,20 +680,32 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     }
     if (failed >= 0) {
         node *n = &nodes[failed];
-        fprintf(stderr, "paddle: the node agent on %s %s; stopping the job\n", n->h->host,
-                n->exit_signal ? "was killed" : "failed (see the lines above for the role)");
+        if (n->err) fprintf(stderr, "paddle: %s; stopping the job\n", n->err);
+        else
+            fprintf(stderr, "paddle: the node agent on %s %s; stopping the job\n", n->h->host,
+                    n->exit_signal ? "was killed" : "failed (see the lines above for the role)");
         stop_all(nodes, nn, d);
         status = 1;
         goto out;
     }
-    if (nodes[0].pending_model) fetch_model(&nodes[0], d, nodes[0].pending_model);
+    /* the model comes from the node of trainer 0 (node 0 unless placed elsewhere) */
+    int t0node = 0;
+    for (int i = 0; i < plan.nroles; i++)
+        if (plan.roles[i].kind == PD_ROLE_TRAINER && plan.roles[i].id == 0) t0node = plan.roles[i].host;
+    for (int i = 0; i < nn; i++)
+        if (nodes[i].pending_model) fetch_model(&nodes[i], d, nodes[i].pending_model);
+    int fetched = !r->copy_output || strcmp(r->copy_output, "never") != 0;
     if (r->copy_output && !strcmp(r->copy_output, "end")) {
         char *last = pd_xasprintf("%s/pass-%05d", r->save_dir, r->passes - 1);
-        fetch_model(&nodes[0], d, last);
+        fetch_model(&nodes[t0node], d, last);
         free(last);
     }
-    printf("paddle: job done in %.1f s on %d node%s; model in %s/\n", pd_now() - t0, nn, nn > 1 ? "s" : "",
-           r->save_dir);
+    if (fetched)
+        printf("paddle: job done in %.1f s on %d node%s; model in %s/\n", pd_now() - t0, nn, nn > 1 ? "s" : "",
+               r->save_dir);
+    else
+        printf("paddle: job done in %.1f s on %d node%s; model on %s in %s/%s/ (copy_output = \"never\")\n",
+               pd_now() - t0, nn, nn > 1 ? "s" : "", nodes[t0node].h->host, nodes[t0node].job, r->save_dir);
     status = 0;
 out:
     for (int i = 0; i < nn; i++) {

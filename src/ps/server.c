@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -626,10 +627,18 @@ static int listen_on(const char *addr, int port, int *fd_out)
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (!addr || !*addr) sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    else if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-        close(fd);
-        return pd_err_set(PD_EINVAL, "bad listen address '%s'", addr);
+    if (!addr || !*addr) {
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    } else if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        /* a host name: its IPv4 address */
+        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+        if (getaddrinfo(addr, NULL, &hints, &res) != 0 || !res) {
+            close(fd);
+            return pd_err_set(PD_EINVAL, "cannot listen on '%s': not an IPv4 address or a name this node resolves",
+                              addr);
+        }
+        sa.sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+        freeaddrinfo(res);
     }
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 128) < 0) {
         int e = errno;

@@ -97,6 +97,15 @@ if [ -n "$job1" ] && [ -n "$job2" ]; then
     fi
 fi
 
+# trainer 0 placed on the second host: the model still comes back
+rm -rf output
+run_capture "$PADDLE" run ws/job.lua --passes=2 --trainer_hosts=127.0.0.3
+if [ $rc -eq 0 ] && [ -s output/pass-00001/fc_0.w_0.npy ] && grep -q '^\[127.0.0.3 trainer 0\]' <<<"$out"; then
+    pass model_from_trainer0_node
+else
+    fail model_from_trainer0_node "rc $rc: $(tail -n 3 <<<"$out")"
+fi
+
 # a long job in the background; waits until every role trains
 start_long() {
     "$PADDLE" run ws/job.lua --passes=1000000 >long.out 2>&1 &
