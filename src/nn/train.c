@@ -60,6 +60,35 @@ static void metrics_text(const pd_recipe *r, const double *m, char *buf, size_t 
     }
 }
 
+int pd_pass_end(pd_net *net, pd_reader *test, int pass, long samples, double secs, double sum)
+{
+    const pd_recipe *r = net->r;
+    double test_cost = NAN, *tm = pd_xcalloc((size_t)r->nmetrics + 1, sizeof *tm);
+    char mtext[256] = "";
+    if (test) {
+        long n = pd_evaluate(net, test, &test_cost, tm);
+        if (n < 0) {
+            free(tm);
+            return (int)n;
+        }
+        metrics_text(r, tm, mtext, sizeof mtext);
+        /* a square error on one output: its root is the error in the label's units (stars) */
+        const pd_layer_desc *costl = &r->layers[r->cost];
+        if (!strcmp(costl->type, "square_error_cost") && r->layers[costl->inputs[0]].size == 1)
+            snprintf(mtext + strlen(mtext), sizeof mtext - strlen(mtext), ", test rmse %.4f", sqrt(test_cost));
+    }
+    free(tm);
+    PD_INFO("pass %d done: %ld samples in %.2f s (%.0f samples/s), train cost %.6g, test cost %.6g%s", pass, samples,
+            secs, samples / secs, samples ? sum / samples : NAN, test_cost, mtext);
+    char *dir = pd_xasprintf("%s/pass-%05d", r->save_dir, pass);
+    pd_model_info info = {.pass = pass, .train_cost = samples ? sum / samples : NAN, .test_cost = test_cost,
+                          .samples = samples};
+    int rc = pd_model_save(net, dir, &info);
+    if (rc == 0) PD_INFO("model saved to %s", dir);
+    free(dir);
+    return rc;
+}
+
 int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
 {
     int rc;
@@ -133,31 +162,9 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
             shown = 0;
         }
         if (rc < 0) break;
-        double secs = pd_now() - t0, test_cost = NAN;
-        char mtext[256] = "";
-        if (test) {
-            long n = pd_evaluate(&net, test, &test_cost, tm);
-            if (n < 0) {
-                rc = (int)n;
-                break;
-            }
-            metrics_text(r, tm, mtext, sizeof mtext);
-            /* a square error on one output: its root is the error in the label's units (stars) */
-            const pd_layer_desc *costl = &r->layers[r->cost];
-            if (!strcmp(costl->type, "square_error_cost") && r->layers[costl->inputs[0]].size == 1)
-                snprintf(mtext + strlen(mtext), sizeof mtext - strlen(mtext), ", test rmse %.4f", sqrt(test_cost));
-        }
-        PD_INFO("pass %d done: %ld samples in %.2f s (%.0f samples/s), train cost %.6g, test cost %.6g%s", pass,
-                samples, secs, samples / secs, samples ? sum / samples : NAN, test_cost, mtext);
+        if ((rc = pd_pass_end(&net, test, pass, samples, pd_now() - t0, sum)) < 0) break;
         if (pd_reader_skipped(train))
             PD_WARN("%ld malformed lines skipped so far (data.on_error = \"skip\")", pd_reader_skipped(train));
-        char *dir = pd_xasprintf("%s/pass-%05d", r->save_dir, pass);
-        pd_model_info info = {.pass = pass, .train_cost = samples ? sum / samples : NAN,
-                              .test_cost = test_cost, .samples = samples};
-        rc = pd_model_save(&net, dir, &info);
-        if (rc == 0) PD_INFO("model saved to %s", dir);
-        free(dir);
-        if (rc < 0) break;
     }
     free(tm);
 out:

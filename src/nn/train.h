@@ -22,6 +22,10 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o);
  * metrics[i] for r->metrics[i]. Returns samples seen, or < 0. */
 long pd_evaluate(pd_net *net, pd_reader *rd, double *cost, double *metrics);
 
+/* After a pass: the test cost (when test is not NULL) and metrics, the pass
+ * line in the log, and the model saved to SAVE_DIR/pass-NNNNN. */
+int pd_pass_end(pd_net *net, pd_reader *test, int pass, long samples, double secs, double sum);
+
 /* Open the training / test reader of a recipe for share/nshares. */
 int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size);
 

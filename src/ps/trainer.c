@@ -10,15 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void metrics_text(const pd_recipe *r, const double *m, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    for (int i = 0; i < r->nmetrics; i++) {
-        size_t l = strlen(buf);
-        snprintf(buf + l, len - l, ", %s %.6g", r->metrics[i].name, m[i]);
-    }
-}
-
 int pd_trainer_run(const pd_recipe *r, const pd_trainer_opts *o)
 {
     int rc;
@@ -121,28 +112,7 @@ int pd_trainer_run(const pd_recipe *r, const pd_trainer_opts *o)
         }
         /* trainer 0: the model after the pass, its test cost, its files */
         if ((rc = pd_client_fetch_all(&cl, &net)) < 0) break;
-        double test_cost = NAN;
-        char mtext[256] = "";
-        if (test) {
-            long n = pd_evaluate(&net, test, &test_cost, tm);
-            if (n < 0) {
-                rc = (int)n;
-                break;
-            }
-            metrics_text(r, tm, mtext, sizeof mtext);
-            /* a square error on one output: its root is the error in the label's units (stars) */
-            const pd_layer_desc *costl = &r->layers[r->cost];
-            if (!strcmp(costl->type, "square_error_cost") && r->layers[costl->inputs[0]].size == 1)
-                snprintf(mtext + strlen(mtext), sizeof mtext - strlen(mtext), ", test rmse %.4f", sqrt(test_cost));
-        }
-        PD_INFO("pass %d done: %ld samples in %.2f s (%.0f samples/s), train cost %.6g, test cost %.6g%s", pass,
-                samples, secs, samples / secs, samples ? sum / samples : NAN, test_cost, mtext);
-        char *dir = pd_xasprintf("%s/pass-%05d", r->save_dir, pass);
-        pd_model_info info = {.pass = pass, .train_cost = samples ? sum / samples : NAN, .test_cost = test_cost,
-                              .samples = samples};
-        rc = pd_model_save(&net, dir, &info);
-        if (rc == 0) PD_INFO("model saved to %s", dir);
-        free(dir);
+        rc = pd_pass_end(&net, test, pass, samples, secs, sum);
         if (rc == 0 && r->checkpoint_dir) {
             char *cdir = pd_xasprintf("%s/pass-%05d", r->checkpoint_dir, pass);
             rc = pd_client_checkpoint(&cl, cdir);
