@@ -19,7 +19,12 @@ skipped=0
 failures=()
 
 echo "== unit tests ($unit)"
-out=$("$unit" 2>&1 | tee /dev/stderr)
+# (not `tee /dev/stderr`: reopening stderr truncates it when it is a log file)
+unit_log=$(mktemp "${TMPDIR:-/tmp}/pd-unit.XXXXXX")
+"$unit" >"$unit_log" 2>&1
+cat "$unit_log"
+out=$(cat "$unit_log")
+rm -f "$unit_log"
 line=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -n 1)
 if [ -z "$line" ]; then
     echo "unit test runner crashed"
