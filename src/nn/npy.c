@@ -122,7 +122,7 @@ out:
     return rc;
 }
 
-static int mkdir_p(const char *path)
+int pd_mkdir_p(const char *path)
 {
     char *p = pd_xstrdup(path);
     for (char *s = p + 1; *s; s++) {
@@ -161,7 +161,7 @@ int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info)
 {
     int rc;
     char *tmp = pd_xasprintf("%s.tmp", dir);
-    if ((rc = mkdir_p(tmp)) < 0) goto out;
+    if ((rc = pd_mkdir_p(tmp)) < 0) goto out;
     float *host = NULL;
     size_t cap = 0;
     for (int i = 0; i < net->nparams; i++) {

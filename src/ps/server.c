@@ -293,9 +293,8 @@ static void recheck_barriers(server *s)
 
 static int save_shard(server *s, const char *dir)
 {
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return pd_err_set(PD_EIO, "cannot create %s: %s", dir, strerror(errno));
-    int rc = 0;
+    int rc = pd_mkdir_p(dir);
+    if (rc < 0) return rc;
     for (int i = 0; i < s->nblocks && rc == 0; i++) {
         sblock *b = &s->blocks[i];
         float *arrs[3] = {b->w, b->s1, b->s2};
