@@ -17,7 +17,9 @@
 
 #define K 0x9E3779B97F4A7C15ull
 
-uint32_t pd_checksum(const void *data, size_t n)
+/* The checksum of data, copying it to dst on the way when dst is not NULL:
+ * one pass over memory instead of two when a frame is queued. */
+static inline uint32_t checksum_copy(uint8_t *dst, const void *data, size_t n)
 {
     const uint8_t *p = data;
     uint64_t h0 = 1, h1 = 2, h2 = 3, h3 = 4;
@@ -25,6 +27,7 @@ uint32_t pd_checksum(const void *data, size_t n)
     for (; i + 32 <= n; i += 32) {
         uint64_t w[4];
         memcpy(w, p + i, 32);
+        if (dst) memcpy(dst + i, w, 32);
         h0 = (h0 ^ w[0]) * K;
         h1 = (h1 ^ w[1]) * K;
         h2 = (h2 ^ w[2]) * K;
@@ -32,7 +35,9 @@ uint32_t pd_checksum(const void *data, size_t n)
     }
     for (; i < n; i += 8) {
         uint64_t w = 0;
-        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
+        size_t k = n - i < 8 ? n - i : 8;
+        memcpy(&w, p + i, k);
+        if (dst) memcpy(dst + i, p + i, k);
         h0 = (h0 ^ w) * K;
         h0 ^= h0 >> 29;
     }
@@ -41,6 +46,11 @@ uint32_t pd_checksum(const void *data, size_t n)
     h *= K;
     h ^= h >> 29;
     return (uint32_t)(h ^ (h >> 32));
+}
+
+uint32_t pd_checksum(const void *data, size_t n)
+{
+    return checksum_copy(NULL, data, n);
 }
 
 const char *pd_msg_name(int type)
@@ -208,9 +218,14 @@ void pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1,
     wr32(h + 12, a);
     wr32(h + 16, b);
     uint8_t *body = h + PD_HEADER_SIZE;
-    if (n1) memcpy(body, p1, n1);
-    if (n2) memcpy(body + n1, p2, n2);
-    wr32(h + 20, pd_checksum(body, len));
+    if (n2 == 0) {
+        /* the common case (one part): copy and checksum in one pass */
+        wr32(h + 20, checksum_copy(body, p1, n1));
+    } else {
+        if (n1) memcpy(body, p1, n1);
+        memcpy(body + n1, p2, n2);
+        wr32(h + 20, pd_checksum(body, len));
+    }
     c->out_len += PD_HEADER_SIZE + len;
 }
 

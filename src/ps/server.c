@@ -247,7 +247,6 @@ static void apply_block(server *s, sblock *b)
     h.t = ++b->t;
     if (b->npushed > 1) pd_backend_cpu.scale((size_t)b->len, 1.f / (float)b->npushed, b->g);
     pd_backend_cpu.opt_update(&h, b->w, b->g, b->s1, b->s2, (size_t)b->len);
-    memset(b->g, 0, (size_t)b->len * sizeof(float));
     for (int t = 0; t < s->o->ntrainers; t++) {
         if (!b->pushed[t]) continue;
         reply(s, b->wait[t], PD_MSG_BLOCK_VALUES, (uint32_t)b->k, (uint32_t)b->t, b->w,
@@ -522,7 +521,9 @@ static int on_frame(server *s, int slot, pd_frame *f)
         if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_BLOCK before the parameters were initialised");
         if ((rc = check_block(s, f, &b)) < 0) return rc;
         if (b->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed block %d twice in one step", T, b->k);
-        pd_backend_cpu.axpy((size_t)b->len, 1.f, (const float *)f->payload, b->g);
+        /* the first gradient of a step is copied, the others added */
+        if (b->npushed == 0) memcpy(b->g, f->payload, (size_t)b->len * sizeof(float));
+        else pd_backend_cpu.axpy((size_t)b->len, 1.f, (const float *)f->payload, b->g);
         b->pushed[T] = 1;
         b->wait[T] = me;
         b->npushed++;
