@@ -110,25 +110,30 @@ static void wr32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
+/* recv what the socket has: > 0 bytes; 0 when nothing now or at EOF (*eof
+ * set; a reset counts as EOF); < 0 on an error (message set). */
+static ssize_t recv_some(pd_conn *c, void *buf, size_t n, int *eof)
+{
+    ssize_t k = recv(c->fd, buf, n, 0);
+    if (k > 0) {
+        c->bytes_in += (uint64_t)k;
+        return k;
+    }
+    if (k == 0 || errno == ECONNRESET) {
+        *eof = 1;
+        return 0;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+    return pd_err_set(PD_EIO, "read failed: %s", strerror(errno));
+}
+
 int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)
 {
     *eof = 0;
     for (;;) {
         if (!c->have_hdr) {
-            ssize_t n = recv(c->fd, c->hdr + c->hdr_got, PD_HEADER_SIZE - c->hdr_got, 0);
-            if (n == 0) {
-                *eof = 1;
-                return 0;
-            }
-            if (n < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
-                if (errno == ECONNRESET) {
-                    *eof = 1;
-                    return 0;
-                }
-                return pd_err_set(PD_EIO, "read failed: %s", strerror(errno));
-            }
-            c->bytes_in += (uint64_t)n;
+            ssize_t n = recv_some(c, c->hdr + c->hdr_got, PD_HEADER_SIZE - c->hdr_got, eof);
+            if (n <= 0) return (int)n;
             c->hdr_got += (size_t)n;
             if (c->hdr_got < PD_HEADER_SIZE) continue;
             const uint8_t *h = c->hdr;
@@ -159,20 +164,8 @@ int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)
             c->have_hdr = 1;
         }
         if (c->in_got < c->cur.len) {
-            ssize_t n = recv(c->fd, c->in + c->in_got, c->cur.len - c->in_got, 0);
-            if (n == 0) {
-                *eof = 1;
-                return 0;
-            }
-            if (n < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
-                if (errno == ECONNRESET) {
-                    *eof = 1;
-                    return 0;
-                }
-                return pd_err_set(PD_EIO, "read failed: %s", strerror(errno));
-            }
-            c->bytes_in += (uint64_t)n;
+            ssize_t n = recv_some(c, c->in + c->in_got, c->cur.len - c->in_got, eof);
+            if (n <= 0) return (int)n;
             c->in_got += (size_t)n;
             if (c->in_got < c->cur.len) continue;
         }
