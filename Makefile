@@ -89,8 +89,10 @@ strip: paddle
 
 # --- tests -----------------------------------------------------------------------
 test: paddle build/musl/unit_tests
+	@tools/check_includes.sh
 	@tests/deps.sh
 	@tests/run.sh ./paddle build/musl/unit_tests
+	$(TEST_EXTRA_CHECKS)
 
 asan: paddle-asan build/asan/unit_tests
 	@tests/deps.sh
@@ -109,7 +111,8 @@ clean:
 
 include src/backend/cuda.mk
 # the CUDA binary and its unit tests are built by make test wherever nvcc is,
-# so that the GPU code cannot rot on machines without a GPU
+# and the CUDA backend is checked op by op on its CPU emulation
+# (TEST_EXTRA_CHECKS), so that the GPU code cannot rot on machines without a GPU
 test: $(TEST_EXTRA_DEPS)
 
 .PHONY: test asan demo bench clean strip FORCE

@@ -8,11 +8,11 @@
 #include "core/log.h"
 #include "core/pd.h"
 #include "core/version.h"
+#include "data/gen.h"
 #include "backend/backend.h"
 #include "launch/cli.h"
 #include "launch/plan.h"
 #include "launch/ssh.h"
-#include "lua/lstate.h"
 #include "lua/recipe.h"
 #include "nn/net.h"
 #include "nn/train.h"
@@ -22,6 +22,7 @@
 #include "launch/secret.h"
 #include "ps/server.h"
 #include "ps/trainer.h"
+#include "core/crypto.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -45,8 +46,6 @@ typedef struct command {
 static const command *find_command(const char *name);
 static void print_commands(FILE *f);
 
-/* paddle gen: in src/data/gen.c */
-int pd_cmd_gen(int argc, char **argv);
 
 /* --- version ------------------------------------------------------------- */
 
@@ -247,21 +246,6 @@ static int cmd_train(int argc, char **argv)
 
 /* --- roles ----------------------------------------------------------------- */
 
-static int int_opt(const pd_cli *cli, const char *name, int dflt, int lo, int hi, int *out)
-{
-    const char *v = pd_cli_opt(cli, name);
-    *out = dflt;
-    if (!v) return 0;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "paddle: --%s must be an integer from %d to %d, got '%s'\n", name, lo, hi, v);
-        return 2;
-    }
-    *out = (int)x;
-    return 0;
-}
-
 /* The IPv4 address of network interface nic. */
 static int nic_addr(const char *nic, char *buf, size_t len)
 {
@@ -308,11 +292,11 @@ static int cmd_pserver(int argc, char **argv)
     pd_server_opts o = {0};
     int secret_fd, idle;
     if ((rc = load_recipe(&r, &cli)) != 0) goto out_cli;
-    if ((rc = int_opt(&cli, "pserver_id", 0, 0, r.pservers - 1, &o.id)) ||
-        (rc = int_opt(&cli, "port", r.port, 0, 65535, &o.port)) ||
-        (rc = int_opt(&cli, "secret_fd", -1, 0, 1 << 20, &secret_fd)) ||
-        (rc = int_opt(&cli, "ready_fd", -1, 0, 1 << 20, &o.ready_fd)) ||
-        (rc = int_opt(&cli, "idle_timeout", 0, 0, 1 << 30, &idle)) || (rc = open_role_log(&cli, "pserver")))
+    if ((rc = pd_cli_int(&cli, "pserver", "pserver_id", 0, 0, r.pservers - 1, &o.id)) ||
+        (rc = pd_cli_int(&cli, "pserver", "port", r.port, 0, 65535, &o.port)) ||
+        (rc = pd_cli_int(&cli, "pserver", "secret_fd", -1, 0, 1 << 20, &secret_fd)) ||
+        (rc = pd_cli_int(&cli, "pserver", "ready_fd", -1, 0, 1 << 20, &o.ready_fd)) ||
+        (rc = pd_cli_int(&cli, "pserver", "idle_timeout", 0, 0, 1 << 30, &idle)) || (rc = open_role_log(&cli, "pserver")))
         goto out;
     o.npservers = r.pservers;
     o.ntrainers = r.trainers;
@@ -368,8 +352,8 @@ static int cmd_trainer(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if ((rc = int_opt(&cli, "trainer_id", 0, 0, r.trainers - 1, &o.id)) ||
-        (rc = int_opt(&cli, "secret_fd", -1, 0, 1 << 20, &secret_fd)) || (rc = open_role_log(&cli, "trainer")))
+    if ((rc = pd_cli_int(&cli, "trainer", "trainer_id", 0, 0, r.trainers - 1, &o.id)) ||
+        (rc = pd_cli_int(&cli, "trainer", "secret_fd", -1, 0, 1 << 20, &secret_fd)) || (rc = open_role_log(&cli, "trainer")))
         goto out;
     o.ntrainers = r.trainers;
     o.init_model = pd_cli_opt(&cli, "init_model");
@@ -502,6 +486,45 @@ static int cmd_start(int argc, char **argv)
     return rc;
 }
 
+/* --- gen ------------------------------------------------------------------- */
+
+static int cmd_gen(int argc, char **argv)
+{
+    static const char *const known[] = {"out", "seed", "ratings", "users", "movies", NULL};
+    pd_cli cli;
+    int rc = pd_cli_parse(&cli, "gen", argc, argv, 1, 1, known);
+    if (rc) return rc;
+    long seed = 0;
+    const char *out = pd_cli_opt(&cli, "out");
+    pd_gen_opts o = {0};
+    if (cli.noverrides > 0) {
+        fprintf(stderr, "paddle gen: unknown option --%s\n", cli.overrides[0].key);
+        rc = 2;
+    } else if (strcmp(cli.pos[0], "movielens") != 0) {
+        fprintf(stderr, "paddle gen: unknown data set '%s' (there is: movielens)\n", cli.pos[0]);
+        rc = 2;
+    } else if (!out || !out[0]) {
+        fprintf(stderr, "paddle gen: --out DIR is required\n");
+        rc = 2;
+    }
+    if (rc || (rc = pd_cli_long(&cli, "gen", "seed", 1, 0, 2147483647L, &seed)) ||
+        (rc = pd_cli_long(&cli, "gen", "ratings", PD_ML1M_RATINGS, PD_GEN_MIN_RATINGS, 100000000L, &o.ratings)))
+        goto done;
+    long users, movies;
+    pd_gen_movielens_sizes(o.ratings, &users, &movies);
+    if ((rc = pd_cli_long(&cli, "gen", "users", users, 1, 1000000, &o.users)) ||
+        (rc = pd_cli_long(&cli, "gen", "movies", movies, PD_GEN_MIN_MOVIES, 1000000, &o.movies)))
+        goto done;
+    o.seed = (uint64_t)seed;
+    if ((rc = pd_gen_movielens(out, &o)) < 0) {
+        fprintf(stderr, "paddle gen: %s\n", pd_err_msg());
+        rc = rc == PD_EINVAL ? 2 : 1;
+    }
+done:
+    pd_cli_free(&cli);
+    return rc;
+}
+
 /* --- the table ------------------------------------------------------------ */
 
 
@@ -554,7 +577,7 @@ static const command commands[] = {
      "and the rest the trainers. The job secret comes from PADDLE_JOB_SECRET (64 hex\n"
      "digits) or PADDLE_JOB_SECRET_FILE, the same for every role. A missing or\n"
      "contradictory variable is an error naming it.\n"},
-    {"gen", pd_cmd_gen, "movielens --out DIR [--seed N] [--ratings N] [--users N] [--movies N]",
+    {"gen", cmd_gen, "movielens --out DIR [--seed N] [--ratings N] [--users N] [--movies N]",
      "Write a synthetic data set shaped like a real one, with a planted structure.",
      "movielens: users.dat, movies.dat and ratings.dat as MovieLens-1M (Latin-1,\n"
      "'::'-separated; 6040 users, 3883 movies, 1,000,209 ratings by default; fewer\n"

@@ -3,7 +3,7 @@
 # tests/integration/*.sh against the real binary. Each integration script runs
 # in its own scratch directory with a time limit and reports its cases with
 # pass/fail (tests/integration/lib.sh). Ends with "N passed, N failed,
-# N skipped" (unit tests that cannot run here, e.g. CUDA ones without a GPU).
+# N skipped" (cases that cannot run here, e.g. CUDA ones without a GPU, with why).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -55,16 +55,18 @@ for t in "$here"/integration/*.sh; do
     secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
     np=$(grep -c '^pass ' "$results")
     nf=$(grep -c '^fail ' "$results")
+    ns=$(grep -c '^skip ' "$results")
     if [ "$rc" -ne 0 ] && [ "$nf" -eq 0 ]; then
         echo "fail $name (script exited $rc$([ $rc -eq 124 ] && echo ': timed out'))" >>"$results"
         nf=$((nf + 1))
     fi
-    if [ "$np" -eq 0 ] && [ "$nf" -eq 0 ]; then
+    if [ "$np" -eq 0 ] && [ "$nf" -eq 0 ] && [ "$ns" -eq 0 ]; then
         echo "fail $name (no case ran)" >>"$results"
         nf=1
     fi
     passed=$((passed + np))
     failed=$((failed + nf))
+    skipped=$((skipped + ns))
     if [ "$nf" -gt 0 ]; then
         printf 'FAIL   %-40s %3d passed, %d failed (%ss)\n' "$name" "$np" "$nf" "$secs"
         grep '^fail ' "$results" | sed 's/^/       /'
@@ -72,8 +74,9 @@ for t in "$here"/integration/*.sh; do
         tail -n 30 "$scratch/.log" | sed 's/^/       /'
         while read -r l; do failures+=("$name: ${l#fail }"); done < <(grep '^fail ' "$results")
     else
-        printf 'ok     %-40s %3d passed (%ss)\n' "$name" "$np" "$secs"
+        printf 'ok     %-40s %3d passed%s (%ss)\n' "$name" "$np" "$([ "$ns" -gt 0 ] && echo ", $ns skipped")" "$secs"
     fi
+    grep '^skip ' "$results" | sed 's/^skip /       skipped: /'
     rm -rf "$scratch"
 done
 

@@ -23,9 +23,10 @@
 # cuda.cu is compiled by nvcc; the link takes the CUDA runtime statically and
 # libcublas.so, libstdc++, libc dynamically (rpath $(CUDA_HOME)/lib64).
 #
-# TEST_EXTRA_DEPS lists what `make test` should also build so that the GPU
-# build cannot rot on machines without a GPU; it is empty where there is no
-# CUDA toolkit.
+# TEST_EXTRA_DEPS lists what `make test` should also build, and
+# TEST_EXTRA_CHECKS what it should also run (the emulation check), so that the
+# GPU build cannot rot on machines without a GPU; both are empty where there
+# is no CUDA toolkit.
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(CUDA_HOME)/bin/nvcc
@@ -38,6 +39,7 @@ CUDA_HDRS := src/backend/backend.h src/core/pd.h src/core/log.h
 
 ifneq ($(wildcard $(NVCC)),)
 TEST_EXTRA_DEPS += paddle-cuda build/cuda/unit_tests
+TEST_EXTRA_CHECKS += @$(MAKE) --no-print-directory cuda-emu-check
 endif
 
 # the glibc objects and the two links, through the top Makefile's flavour

@@ -1,8 +1,7 @@
 /*
- * gen.c - `paddle gen`: synthetic data sets shaped like the real ones, with a
- * planted structure that a model can be shown to learn.
- *
- *     paddle gen movielens --out DIR [--seed N] [--ratings N] [--users N] [--movies N]
+ * gen.c - synthetic data sets shaped like the real ones, with a planted
+ * structure that a model can be shown to learn (`paddle gen`; the command
+ * line is read in main.c).
  *
  * movielens writes users.dat, movies.dat and ratings.dat in the format and
  * encoding of MovieLens-1M (Latin-1, "::"; some titles with Latin-1 letters)
@@ -24,10 +23,11 @@
  * mean and of predicting the expected stars under the planted truth: the
  * floor a model can hope to reach. The same seed gives the same bytes.
  */
+#include "gen.h"
 #include "movielens.h"
+#include "../core/fs.h"
 #include "../core/pd.h"
-#include "../launch/cli.h"
-#include "../nn/net.h"
+#include "../core/rng.h"
 
 #include <errno.h>
 #include <math.h>
@@ -36,13 +36,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int pd_cmd_gen(int argc, char **argv);
-
 #define K 8                 /* planted latent factors */
-#define ML1M_USERS 6040
-#define ML1M_MOVIES 3883
+#define ML1M_USERS PD_ML1M_USERS
+#define ML1M_MOVIES PD_ML1M_MOVIES
 #define ML1M_MAX_MOVIE 3952
-#define ML1M_RATINGS 1000209L
+#define ML1M_RATINGS PD_ML1M_RATINGS
+#define MIN_PER_USER 20     /* ratings per user, at least (as ML-1M) */
 
 /* The planted model's scales, in stars. */
 static const double MU = 3.50, USER_BIAS = 0.45, MOVIE_BIAS = 0.55, TASTE = 0.75, NOISE = 0.35;
@@ -412,26 +411,6 @@ static void gen_free(gen *g)
 
 /* --- files ---------------------------------------------------------------------- */
 
-static int mkdir_p(const char *dir)
-{
-    char *p = pd_xstrdup(dir);
-    int rc = 0;
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == '\0') {
-            char c = *s;
-            *s = '\0';
-            if (mkdir(p, 0777) < 0 && errno != EEXIST) {
-                rc = pd_err_set(PD_EIO, "cannot make directory %s: %s", p, strerror(errno));
-                break;
-            }
-            *s = c;
-            if (!c) break;
-        }
-    }
-    free(p);
-    return rc;
-}
-
 static FILE *open_out(const char *dir, const char *name)
 {
     char *path = pd_xasprintf("%s/%s.tmp", dir, name);
@@ -461,7 +440,7 @@ static int gen_movielens(gen *g, const char *dir)
     make_users(g);
     make_movies(g);
     FILE *f;
-    if ((rc = mkdir_p(dir)) < 0) goto out;
+    if ((rc = pd_mkdir_p(dir)) < 0) goto out;
     if (!(f = open_out(dir, "users.dat"))) { rc = PD_EIO; goto out; }
     write_users(g, f);
     if ((rc = close_out(f, dir, "users.dat")) < 0) goto out;
@@ -519,74 +498,34 @@ out:
     return rc;
 }
 
-/* --- the command ---------------------------------------------------------------- */
+/* --- the entry points ------------------------------------------------------------ */
 
-static int count_opt(const pd_cli *cli, const char *name, long dflt, long lo, long hi, long *out)
+void pd_gen_movielens_sizes(long ratings, long *users, long *movies)
 {
-    const char *v = pd_cli_opt(cli, name);
-    *out = dflt;
-    if (!v) return 0;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "paddle gen: --%s must be an integer from %ld to %ld, got '%s'\n", name, lo, hi, v);
-        return 2;
-    }
-    *out = x;
-    return 0;
+    double frac = (double)ratings / ML1M_RATINGS;
+    long u = lround(ML1M_USERS * frac), m = lround(ML1M_MOVIES * sqrt(frac));
+    u = u < 1 ? 1 : u > ratings / MIN_PER_USER ? ratings / MIN_PER_USER : u;
+    m = m < PD_GEN_MIN_MOVIES ? PD_GEN_MIN_MOVIES : m;
+    if (u * (m / 2) < ratings) u = (ratings + m / 2 - 1) / (m / 2);
+    *users = u;
+    *movies = m;
 }
 
-int pd_cmd_gen(int argc, char **argv)
+int pd_gen_movielens(const char *dir, const pd_gen_opts *o)
 {
-    static const char *const known[] = {"out", "seed", "ratings", "users", "movies", NULL};
-    pd_cli cli;
-    int rc = pd_cli_parse(&cli, "gen", argc, argv, 1, 1, known);
-    if (rc) return rc;
-    long seed, ratings, users, movies;
-    const char *out = pd_cli_opt(&cli, "out");
+    if (o->ratings < MIN_PER_USER * o->users || o->ratings > o->users * (o->movies / 2))
+        return pd_err_set(PD_EINVAL, "%ld ratings cannot give %ld users %d to %ld ratings each (at least %d, at "
+                                     "most half of the %ld movies): change --ratings, --users or --movies",
+                          o->ratings, o->users, MIN_PER_USER, o->movies / 2, MIN_PER_USER, o->movies);
     gen g = {0};
-    if (cli.noverrides > 0) {
-        fprintf(stderr, "paddle gen: unknown option --%s\n", cli.overrides[0].key);
-        rc = 2;
-    } else if (strcmp(cli.pos[0], "movielens") != 0) {
-        fprintf(stderr, "paddle gen: unknown data set '%s' (there is: movielens)\n", cli.pos[0]);
-        rc = 2;
-    } else if (!out || !out[0]) {
-        fprintf(stderr, "paddle gen: --out DIR is required\n");
-        rc = 2;
-    }
-    if (rc == 0 && ((rc = count_opt(&cli, "seed", 1, 0, 2147483647L, &seed)) ||
-                    (rc = count_opt(&cli, "ratings", ML1M_RATINGS, 20, 100000000L, &ratings))))
-        goto done;
-    if (rc) goto done;
-    double frac = (double)ratings / ML1M_RATINGS;
-    long dusers = lround(ML1M_USERS * frac), dmovies = lround(ML1M_MOVIES * sqrt(frac));
-    dusers = dusers < 1 ? 1 : dusers > ratings / 20 ? ratings / 20 : dusers;
-    dmovies = dmovies < 40 ? 40 : dmovies;
-    if (dusers * (dmovies / 2) < ratings) dusers = (ratings + dmovies / 2 - 1) / (dmovies / 2);
-    if ((rc = count_opt(&cli, "users", dusers, 1, 1000000, &users)) ||
-        (rc = count_opt(&cli, "movies", dmovies, 40, 1000000, &movies)))
-        goto done;
-    if (ratings < 20 * users || ratings > users * (movies / 2)) {
-        fprintf(stderr, "paddle gen: %ld ratings cannot give %ld users 20 to %ld ratings each (at least 20, at most "
-                        "half of the %ld movies): change --ratings, --users or --movies\n", ratings, users, movies / 2,
-                movies);
-        rc = 2;
-        goto done;
-    }
-    g.seed = (uint64_t)seed;
-    g.rng = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-    g.users = (int)users;
-    g.movies = (int)movies;
-    g.ratings = ratings;
-    g.max_movie = movies == ML1M_MOVIES ? ML1M_MAX_MOVIE : (int)lround(movies * (double)ML1M_MAX_MOVIE / ML1M_MOVIES);
-    if (gen_movielens(&g, out) < 0) {
-        fprintf(stderr, "paddle gen: %s\n", pd_err_msg());
-        rc = 1;
-    }
+    g.seed = o->seed;
+    g.rng = o->seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    g.users = (int)o->users;
+    g.movies = (int)o->movies;
+    g.ratings = o->ratings;
+    g.max_movie = o->movies == ML1M_MOVIES ? ML1M_MAX_MOVIE
+                                           : (int)lround((double)o->movies * ML1M_MAX_MOVIE / ML1M_MOVIES);
+    int rc = gen_movielens(&g, dir);
     gen_free(&g);
-done:
-    pd_cli_free(&cli);
     return rc;
 }

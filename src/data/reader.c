@@ -6,7 +6,7 @@
 #include "movielens.h"
 #include "../core/log.h"
 #include "../core/pd.h"
-#include "../nn/net.h"
+#include "../core/rng.h"
 
 #include <ctype.h>
 #include <errno.h>

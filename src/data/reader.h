@@ -31,7 +31,7 @@
 #define PD_READER_H
 
 #include "batch.h"
-#include "../lua/recipe.h"
+#include "../core/recipe.h"
 
 enum { PD_PART_TRAIN, PD_PART_TEST };
 

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "../core/pd.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,4 +112,28 @@ void pd_cli_free(pd_cli *c)
     }
     free(c->cluster);
     memset(c, 0, sizeof *c);
+}
+
+int pd_cli_long(const pd_cli *c, const char *cmd, const char *name, long dflt, long lo, long hi, long *out)
+{
+    const char *v = pd_cli_opt(c, name);
+    *out = dflt;
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "paddle %s: --%s must be an integer from %ld to %ld, got '%s'\n", cmd, name, lo, hi, v);
+        return 2;
+    }
+    *out = x;
+    return 0;
+}
+
+int pd_cli_int(const pd_cli *c, const char *cmd, const char *name, int dflt, int lo, int hi, int *out)
+{
+    long x;
+    int rc = pd_cli_long(c, cmd, name, dflt, lo, hi, &x);
+    *out = (int)x;
+    return rc;
 }

@@ -13,7 +13,7 @@
 #ifndef PD_CLI_H
 #define PD_CLI_H
 
-#include "../lua/recipe.h"
+#include "../core/recipe.h"
 
 #define PD_CLI_MAX 64
 
@@ -32,6 +32,11 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
                  const char *const *known);
 /* The value of a known option ("1" for flags), or NULL when not given. */
 const char *pd_cli_opt(const pd_cli *c, const char *name);
+/* The integer value of option name in [lo, hi], or dflt when not given.
+ * Returns 0, or 2 after printing "paddle CMD: --name must be an integer
+ * from lo to hi, got 'v'". */
+int pd_cli_long(const pd_cli *c, const char *cmd, const char *name, long dflt, long lo, long hi, long *out);
+int pd_cli_int(const pd_cli *c, const char *cmd, const char *name, int dflt, int lo, int hi, int *out);
 void pd_cli_free(pd_cli *c);
 
 #endif

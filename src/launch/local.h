@@ -13,7 +13,7 @@
 #ifndef PD_LOCAL_H
 #define PD_LOCAL_H
 
-#include "../lua/recipe.h"
+#include "../core/recipe.h"
 
 #include "plan.h"
 #include <stdint.h>

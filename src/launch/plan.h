@@ -10,7 +10,7 @@
 #ifndef PD_PLAN_H
 #define PD_PLAN_H
 
-#include "../lua/recipe.h"
+#include "../core/recipe.h"
 
 enum { PD_ROLE_PSERVER = 0, PD_ROLE_TRAINER = 1 };
 

@@ -5,6 +5,7 @@
 #include "ssh.h"
 #include "../core/pd.h"
 #include "../ps/proto.h"
+#include "../core/crypto.h"
 
 #include <errno.h>
 #include <fcntl.h>

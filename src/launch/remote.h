@@ -14,7 +14,7 @@
 #ifndef PD_REMOTE_H
 #define PD_REMOTE_H
 
-#include "../lua/recipe.h"
+#include "../core/recipe.h"
 
 typedef struct pd_remote_opts {
     const char *cluster;     /* --cluster file: dispatched and passed on */

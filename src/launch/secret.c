@@ -2,6 +2,7 @@
 #include "secret.h"
 #include "../core/pd.h"
 #include "../ps/proto.h"
+#include "../core/crypto.h"
 
 #include <errno.h>
 #include <stdio.h>

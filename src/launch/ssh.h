@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "../lua/recipe.h"
+#include "../core/recipe.h"
 
 /* Versions of libssh2 and of the crypto library it is built on. */
 const char *pd_ssh_version(void);

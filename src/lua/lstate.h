@@ -18,7 +18,4 @@ int pd_lua_pcall(lua_State *L, int nargs, int nresults);
 /* Push the embedded module `name` (as require would return it). */
 int pd_lua_require(lua_State *L, const char *name);
 
-/* Lua's own version string ("Lua 5.4.x"). */
-const char *pd_lua_version(void);
-
 #endif

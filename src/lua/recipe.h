@@ -1,9 +1,7 @@
 /*
- * recipe.h - a loaded, validated recipe as plain C data.
- *
- * The recipe language lives in lua/recipe.lua; pd_recipe_load() runs a recipe
- * in the sandbox and copies what it declared into a pd_recipe. Nothing
- * outside src/lua/ sees Lua.
+ * recipe.h - load a recipe: run it in the sandbox and copy what it declared
+ * into a pd_recipe (core/recipe.h). The only way into the recipe language;
+ * nothing outside src/lua/ sees Lua.
  *
  *     pd_recipe r;
  *     if (pd_recipe_load(&r, "recipes/fit_a_line.lua", NULL, NULL, 0) < 0)
@@ -11,112 +9,10 @@
  *     ...
  *     pd_recipe_free(&r);
  */
-#ifndef PD_RECIPE_H
-#define PD_RECIPE_H
+#ifndef PD_LUA_LOAD_H
+#define PD_LUA_LOAD_H
 
-#include <stddef.h>
-
-#define PD_MAX_INPUTS 16
-
-typedef struct pd_kv {
-    char *key, *value;
-} pd_kv;
-
-typedef struct pd_host {
-    char *spec;  /* as written: user@host:port */
-    char *user;  /* NULL: the launcher's user */
-    char *host;
-    int port;
-} pd_host;
-
-typedef struct pd_init {
-    char kind[16];  /* xavier, zero, uniform, normal, constant */
-    double a, b;
-} pd_init;
-
-typedef struct pd_param_desc {
-    char *name;
-    int rows, cols;
-    int sparse;     /* an embedding table: rows travel one by one */
-    pd_init init;
-} pd_param_desc;
-
-typedef struct pd_layer_desc {
-    char *name;
-    char *type;     /* data, fc, embedding, seq_pool, concat, cos_sim, ... */
-    char *kind;     /* data layers: dense, id, id_list */
-    char *slot;     /* data layers: the reader slot */
-    char *act;      /* fc: linear relu sigmoid tanh softmax */
-    char *pool;     /* seq_pool: sum average max */
-    char *where;    /* file:line of the declaration */
-    int size;       /* output width */
-    int range;      /* id layers: ids are in [0, range) */
-    int seq;        /* output is a sequence (one row per id) */
-    double scale;   /* cos_sim */
-    int ninputs;
-    int inputs[PD_MAX_INPUTS];  /* indices into pd_recipe.layers */
-    int nparams;
-    pd_param_desc params[2];
-} pd_layer_desc;
-
-typedef struct pd_optimizer_desc {
-    char type[16];  /* sgd momentum adagrad adam rmsprop */
-    double learning_rate, momentum, beta1, beta2, epsilon, rho, weight_decay;
-    int nesterov;
-} pd_optimizer_desc;
-
-typedef struct pd_metric_desc {
-    char *name;
-    int layer;
-} pd_metric_desc;
-
-typedef struct pd_recipe {
-    char *path, *dir;
-
-    /* cluster { } */
-    int nhosts;
-    pd_host *hosts;
-    char *root_dir, *nic, *ld_library_path, *known_hosts;
-    int port, ports_num, ports_num_for_sparse;
-    int use_agent;
-    double connect_timeout;
-    int nidentity;
-    char **identity_files;
-    int npserver_hosts, ntrainer_hosts;
-    char **pserver_hosts, **trainer_hosts;
-
-    /* job { } */
-    char *job_name, *workspace, *deployed, *copy_output;
-    int pservers, trainers, restarts;
-
-    /* data { } */
-    char *train, *test, *format, *separator, *on_error;
-    int header, label, features, shuffle_buffer, queue;
-    long samples;       /* synthetic: samples per pass */
-    double test_fraction;
-    int ncolumns;
-    char **columns;
-
-    /* settings { } */
-    int batch_size, passes, seed, log_period, test_period, threads;
-    int max_batches;    /* end each pass after this many batches (0: all) */
-    char *mode, *device, *save_dir;
-    char *checkpoint_dir; /* pservers save their shards under it after each pass */
-    double server_timeout;
-
-    /* model */
-    int nlayers;
-    pd_layer_desc *layers;
-    int cost;       /* index of the cost layer */
-    int predict;    /* index of the prediction layer, or -1 */
-    int nmetrics;
-    pd_metric_desc *metrics;
-    pd_optimizer_desc optimizer;
-
-    /* the --key=value overrides it was loaded with, to pass on to roles */
-    int noverrides;
-    pd_kv *overrides;
-} pd_recipe;
+#include "../core/recipe.h"
 
 /* Load and validate the recipe at path. cluster_path (may be NULL) names a
  * file whose cluster { } replaces the recipe's. overrides are --key=value
@@ -124,10 +20,8 @@ typedef struct pd_recipe {
  * in pd_err_msg(); r is then empty but safe to free. */
 int pd_recipe_load(pd_recipe *r, const char *path, const char *cluster_path,
                    const pd_kv *overrides, int noverrides);
-void pd_recipe_free(pd_recipe *r);
 
-/* Total number of parameters (floats) of a layer / of the model. */
-long pd_recipe_layer_params(const pd_layer_desc *l);
-long pd_recipe_params(const pd_recipe *r);
+/* Lua's own version string ("Lua 5.4.x"). */
+const char *pd_lua_version(void);
 
 #endif

@@ -7,6 +7,7 @@
  * fails with a message instead of hanging the launcher.
  */
 #include "lstate.h"
+#include "recipe.h"
 #include "../core/pd.h"
 
 #include <lauxlib.h>

@@ -4,24 +4,12 @@
  */
 #include "net.h"
 #include "../core/pd.h"
+#include "../core/rng.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-uint64_t pd_rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-double pd_rng_uniform(uint64_t *s)
-{
-    return (double)(pd_rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-}
 
 void pd_init_fill(const pd_init *init, float *w, int rows, int cols, uint64_t *rng)
 {

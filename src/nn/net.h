@@ -22,7 +22,7 @@
 
 #include "../backend/backend.h"
 #include "../data/batch.h"
-#include "../lua/recipe.h"
+#include "../core/recipe.h"
 
 #include <stdint.h>
 
@@ -120,9 +120,6 @@ void pd_param_touch(pd_param *p, const int32_t *ids, int n);
 
 /* Fill host array w with init values (deterministic in *rng). */
 void pd_init_fill(const pd_init *init, float *w, int rows, int cols, uint64_t *rng);
-/* Uniform in [0, 1) from a splitmix64 stream. */
-double pd_rng_uniform(uint64_t *state);
-uint64_t pd_rng_next(uint64_t *state);
 
 int pd_act_from_name(const char *name);
 int pd_opt_from_name(const char *name);

@@ -1,6 +1,7 @@
 /* npy.c - NumPy .npy files (format version 1.0, '<f4', C order). */
 #include "npy.h"
 #include "../core/pd.h"
+#include "../core/fs.h"
 
 #include <errno.h>
 #include <math.h>
@@ -119,25 +120,6 @@ int pd_npy_read(const char *path, float *data, int rows, int cols)
 out:
     free(h);
     fclose(f);
-    return rc;
-}
-
-int pd_mkdir_p(const char *path)
-{
-    char *p = pd_xstrdup(path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = '\0';
-        if (mkdir(p, 0755) < 0 && errno != EEXIST) {
-            int rc = pd_err_set(PD_EIO, "cannot create %s: %s", p, strerror(errno));
-            free(p);
-            return rc;
-        }
-        *s = '/';
-    }
-    int rc = 0;
-    if (mkdir(p, 0755) < 0 && errno != EEXIST) rc = pd_err_set(PD_EIO, "cannot create %s: %s", p, strerror(errno));
-    free(p);
     return rc;
 }
 

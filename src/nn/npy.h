@@ -22,8 +22,6 @@ int pd_npy_write(const char *path, const float *data, int rows, int cols);
  * must be (rows, cols), or (rows*cols,) for vectors. */
 int pd_npy_read(const char *path, float *data, int rows, int cols);
 
-/* mkdir -p: 0 or PD_EIO with a message. */
-int pd_mkdir_p(const char *path);
 
 int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info);
 int pd_model_load(pd_net *net, const char *dir);

@@ -2,6 +2,7 @@
 #include "client.h"
 #include "../core/log.h"
 #include "../core/pd.h"
+#include "../core/crypto.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,6 +2,7 @@
 #include "layout.h"
 #include "proto.h"
 #include "../core/pd.h"
+#include "../core/crypto.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 #ifndef PD_LAYOUT_H
 #define PD_LAYOUT_H
 
-#include "../lua/recipe.h"
+#include "../core/recipe.h"
 #include <stddef.h>
 #include <stdint.h>
 

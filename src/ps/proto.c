@@ -1,13 +1,9 @@
 /* proto.c - frames, buffered connections, checksum, HMAC. */
 #include "proto.h"
+#include "../core/crypto.h"
 #include "../core/pd.h"
 
 #include <errno.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
-#include <openssl/sha.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,49 +277,5 @@ void pd_proof(const uint8_t *secret, const char *label, const uint8_t *a, const 
     memcpy(msg + l, a, PD_NONCE);
     memcpy(msg + l + PD_NONCE, b, PD_NONCE);
     memcpy(msg + l + 2 * PD_NONCE, job, PD_JOB_ID);
-    unsigned int n = PD_MAC;
-    HMAC(EVP_sha256(), secret, PD_SECRET, msg, l + 2 * PD_NONCE + PD_JOB_ID, mac, &n);
-}
-
-int pd_random(void *buf, size_t n)
-{
-    if (RAND_bytes(buf, (int)n) != 1) return pd_err_set(PD_EIO, "no random bytes from OpenSSL");
-    return 0;
-}
-
-int pd_mac_equal(const uint8_t *a, const uint8_t *b, size_t n)
-{
-    return CRYPTO_memcmp(a, b, n) == 0;
-}
-
-void pd_sha256(const void *data, size_t n, uint8_t *out)
-{
-    SHA256(data, n, out);
-}
-
-void pd_hex(const uint8_t *b, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[b[i] >> 4];
-        out[2 * i + 1] = digits[b[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
-int pd_unhex(const char *s, uint8_t *b, size_t n)
-{
-    if (strlen(s) != 2 * n) return -1;
-    for (size_t i = 0; i < n; i++) {
-        int v = 0;
-        for (int k = 0; k < 2; k++) {
-            char ch = s[2 * i + k];
-            int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-                  : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-            if (d < 0) return -1;
-            v = v * 16 + d;
-        }
-        b[i] = (uint8_t)v;
-    }
-    return 0;
+    pd_hmac_sha256(secret, PD_SECRET, msg, l + 2 * PD_NONCE + PD_JOB_ID, mac);
 }

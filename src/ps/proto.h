@@ -80,13 +80,5 @@ int pd_conn_recv(pd_conn *c, pd_frame *f, double timeout_s);
 /* HMAC-SHA256(secret, label | a | b | job) into mac. */
 void pd_proof(const uint8_t *secret, const char *label, const uint8_t *a, const uint8_t *b,
               const uint8_t *job, uint8_t *mac);
-int pd_random(void *buf, size_t n);
-/* Constant-time comparison. */
-int pd_mac_equal(const uint8_t *a, const uint8_t *b, size_t n);
-void pd_sha256(const void *data, size_t n, uint8_t *out);
-
-/* hex <-> bytes; returns 0 or -1 */
-void pd_hex(const uint8_t *b, size_t n, char *out);
-int pd_unhex(const char *s, uint8_t *b, size_t n);
 
 #endif

@@ -10,6 +10,9 @@
 #include "../core/pd.h"
 #include "../nn/net.h"
 #include "../nn/npy.h"
+#include "../core/crypto.h"
+#include "../core/rng.h"
+#include "../core/fs.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

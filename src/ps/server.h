@@ -10,7 +10,7 @@
 #define PD_SERVER_H
 
 #include "proto.h"
-#include "../lua/recipe.h"
+#include "../core/recipe.h"
 
 typedef struct pd_server_opts {
     int id, npservers, ntrainers;

@@ -6,7 +6,7 @@
 #define PD_TRAINER_H
 
 #include "client.h"
-#include "../lua/recipe.h"
+#include "../core/recipe.h"
 
 typedef struct pd_trainer_opts {
     int id, ntrainers;

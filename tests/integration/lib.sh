@@ -3,10 +3,12 @@
 # The runner sets PADDLE (the binary), ROOT (the repository), T (a scratch
 # directory, also the working directory) and RESULTS. Each case reports
 #   pass NAME            or            fail NAME WHY
+#   skip NAME WHY        (what it checks cannot run here; never a pass)
 # A script may hold many cases; the runner counts them.
 
 pass() { echo "pass $1" >>"$RESULTS"; echo "ok: $1"; }
 fail() { echo "fail $1: $2" >>"$RESULTS"; echo "FAILED: $1: $2"; }
+skip() { echo "skip $1: $2" >>"$RESULTS"; echo "SKIPPED: $1: $2"; }
 
 # check NAME COMMAND... : pass when the command succeeds
 check() {

@@ -55,15 +55,28 @@ P
     ); then pass "sync_equals_local_$opt"; echo "$msg"; else fail "sync_equals_local_$opt" "$msg"; fi
 done
 
-# the parameters did move: the distributed model is not the initial one
-run_capture "$PADDLE" train sgd.lua --batch_size=20 --passes=1 --max_batches=1 --learning_rate=0 2>/dev/null
-if $PY -c "
-import numpy as np, sys
-a = np.load('local_sgd/pass-00001/fc_0.w_0.npy'); b = np.load('dist_sgd/pass-00001/fc_0.w_0.npy')
-sys.exit(0 if np.abs(a).sum() > 0 and np.allclose(a, b, rtol=1e-5, atol=1e-7) else 1)"; then
-    pass sync_models_nontrivial
+# the parameters did move: every parameter of the distributed model differs
+# from its initial value (a run with a learning rate of 1e-30 saves the initial model)
+sed 's/learning_rate = 0.05/learning_rate = 1e-30/' sgd.lua >sgd0.lua
+run_capture "$PADDLE" train sgd0.lua --batch_size=20 --passes=1 --max_batches=1 --save_dir=init_sgd
+if [ $rc -ne 0 ]; then
+    fail sync_models_nontrivial "paddle train with learning_rate 1e-30 failed: $out"
+elif msg=$($PY - init_sgd/pass-00000 dist_sgd/pass-00001 <<'P'
+import json, sys
+import numpy as np
+a, b = sys.argv[1], sys.argv[2]
+names = [p["name"] for p in json.load(open(a + "/manifest.json"))["params"]]
+for n in names:
+    x, y = np.load("%s/%s.npy" % (a, n)), np.load("%s/%s.npy" % (b, n))
+    moved = np.abs(x - y).max()
+    if not moved > 1e-6:
+        print("%s did not move from its initial value (max change %.3g)" % (n, moved)); sys.exit(1)
+print("all %d parameters moved from their initial values" % len(names))
+P
+); then
+    pass sync_models_nontrivial; echo "$msg"
 else
-    fail sync_models_nontrivial "models are empty or differ"
+    fail sync_models_nontrivial "$msg"
 fi
 
 # async: fit-a-line with 2 trainers converges

@@ -14,6 +14,7 @@
 #ifndef PD_TEST_H
 #define PD_TEST_H
 
+#include "../../src/core/rng.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,6 +3,7 @@
 #include "../../src/core/pd.h"
 #include "../../src/data/batch.h"
 #include "../../src/nn/net.h"
+#include "../../src/core/rng.h"
 
 PD_TEST(err_wrap_keeps_context)
 {

@@ -31,6 +31,7 @@
 #include "../../src/data/batch.h"
 #include "../../src/lua/recipe.h"
 #include "../../src/nn/net.h"
+#include "../../src/core/rng.h"
 
 #include <float.h>
 #include <stdint.h>

@@ -22,6 +22,7 @@
 #include "../../src/core/pd.h"
 #include "../../src/data/batch.h"
 #include "../../src/nn/net.h"
+#include "../../src/core/rng.h"
 
 #include <float.h>
 #include <stdint.h>

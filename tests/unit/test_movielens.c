@@ -2,6 +2,7 @@
  * malformed lines, id ranges, the split) and the generator. */
 #include "test.h"
 #include "../../src/core/pd.h"
+#include "../../src/data/gen.h"
 #include "../../src/data/movielens.h"
 #include "../../src/data/reader.h"
 #include "../../src/lua/recipe.h"
@@ -373,15 +374,17 @@ PD_TEST(movielens_reader_takes_the_book_slot_names)
     pd_recipe_free(&r);
 }
 
-/* Run `paddle gen movielens` with args into dir; its report goes to a file. */
-static void run_gen(const char *dir, const char *seed, const char *ratings)
+/* Generate MovieLens-shaped data into dir (what `paddle gen movielens
+ * --seed S --ratings N` does); its report goes to a file. */
+static void run_gen(const char *dir, long seed, long ratings)
 {
     char *report = pd_xasprintf("%s.txt", dir);
-    char *argv[] = {"gen", "movielens", "--out", (char *)dir, "--seed", (char *)seed, "--ratings", (char *)ratings, NULL};
+    pd_gen_opts o = {.seed = (uint64_t)seed, .ratings = ratings};
+    pd_gen_movielens_sizes(ratings, &o.users, &o.movies);
     fflush(stdout);
     int saved = dup(1);
     CHECK(freopen(report, "w", stdout) != NULL);
-    int rc = pd_cmd_gen(8, argv);
+    int rc = pd_gen_movielens(dir, &o);
     fflush(stdout);
     dup2(saved, 1);
     close(saved);
@@ -409,9 +412,9 @@ PD_TEST(movielens_gen_is_deterministic_for_a_seed)
 {
     char *a = pd_xasprintf("%s/a", pd_test_dir()), *b = pd_xasprintf("%s/b", pd_test_dir()),
          *c = pd_xasprintf("%s/c", pd_test_dir());
-    run_gen(a, "7", "30000");
-    run_gen(b, "7", "30000");
-    run_gen(c, "8", "30000");
+    run_gen(a, 7, 30000);
+    run_gen(b, 7, 30000);
+    run_gen(c, 8, 30000);
     static const char *files[] = {"users.dat", "movies.dat", "ratings.dat"};
     for (int i = 0; i < 3; i++) {
         long la, lb, lc;
@@ -440,7 +443,7 @@ PD_TEST(movielens_gen_is_deterministic_for_a_seed)
 PD_TEST(movielens_gen_default_is_ml1m_shaped)
 {
     char *dir = pd_xasprintf("%s/ml1m", pd_test_dir());
-    run_gen(dir, "1", "1000209");
+    run_gen(dir, 1, 1000209);
     pd_movielens ml;
     if (pd_movielens_load(&ml, dir, 0) < 0) pd_test_fail(__FILE__, __LINE__, "%s", pd_err_msg());
     CHECK_EQ_INT(ml.nusers, 6040);

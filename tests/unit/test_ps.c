@@ -4,6 +4,7 @@
  * serving, and apply no update for any of them. */
 #include "test.h"
 #include "../../src/core/pd.h"
+#include "../../src/lua/recipe.h"
 #include "../../src/launch/secret.h"
 #include "../../src/nn/net.h"
 #include "../../src/ps/client.h"
