@@ -2,7 +2,9 @@
 #include "remote.h"
 #include "plan.h"
 #include "secret.h"
+#include "shell.h"
 #include "ssh.h"
+#include "../core/buf.h"
 #include "../core/pd.h"
 #include "../ps/proto.h"
 #include "../core/crypto.h"
@@ -56,6 +58,8 @@ typedef struct deploy {
     const char *exe;
     char exe_hash[65];
     const char *root;       /* root_dir on the nodes ("." = home) */
+    char *q_root, *q_job;   /* root_dir and the job directory as node shell text (shell.h) */
+    char *q_ldpath;         /* cluster.ld_library_path as node shell text, or NULL */
     char *job_dir;          /* absolute or home-relative */
     char *recipe_rel;       /* the recipe's path inside the job dir */
     char *cluster_rel;
@@ -133,7 +137,7 @@ static char *link_cmd(const char *root, deploy *d, int a, int b)
     char *cmd = pd_xmalloc(cap);
     int len = snprintf(cmd, cap, "true");
     for (int i = a; i < b; i++) {
-        char *q = pd_ssh_quote(d->files[i].rel);
+        char *q = pd_sh_quote(d->files[i].rel);
         len += snprintf(cmd + len, cap - (size_t)len, " && mkdir -p \"$(dirname %s)\" && ln -f \"%s/.paddle/cache/%s\" %s && chmod %o %s",
                         q, root, d->files[i].hash, q, d->files[i].mode, q);
         free(q);
@@ -158,47 +162,44 @@ static int send_missing(node *n, deploy *d, int a, int b, const char *missing)
     return 0;
 }
 
-/*
- * Deploy one node with as few remote commands as possible (each costs a shell
- * start on the node): one that makes the directories and says what the node
- * lacks (the binary, files of the workspace by hash), the uploads of what it
- * lacks, and the agent's own command, which first links the workspace into
- * the job directory and writes nodefile.
- */
 static void feed(node *n, deploy *d, const char *buf, size_t k, int is_err);
 
-/* The agent's command line (after `exec`), for node n. */
-static char *agent_cmd(node *n, deploy *d, const char *bin)
+/* The agent's command line (after `exec`), for node n: every value quoted
+ * (shell.h); the binary is "$R/$B" (set by the node script). */
+static void put_word(pd_buf *b, const char *prefix, const char *value)
+{
+    char *w = pd_xasprintf("%s%s", prefix, value), *q = pd_sh_quote(w);
+    pd_buf_printf(b, " %s", q);
+    free(w);
+    free(q);
+}
+
+static char *agent_cmd(node *n, deploy *d)
 {
     const pd_recipe *r = d->r;
-    size_t cap = 4096 + strlen(d->endpoints) + strlen(bin);
-    for (int i = 0; i < r->noverrides; i++) cap += strlen(r->overrides[i].key) + strlen(r->overrides[i].value) * 4 + 16;
-    char *cmd = pd_xmalloc(cap), roles[2048] = "";
-    for (int i = 0; i < d->plan->nroles; i++) {
+    pd_buf t = {0};
+    pd_buf_put(&t, "exec \"$R/$B\" node");
+    put_word(&t, "", d->recipe_rel);
+    pd_buf_put(&t, " --roles=");
+    for (int i = 0, k = 0; i < d->plan->nroles; i++) {
         const pd_role *ro = &d->plan->roles[i];
         if (ro->host != n->index) continue;
-        size_t l = strlen(roles);
-        snprintf(roles + l, sizeof roles - l, "%s%s:%d:%d", l ? "," : "", ro->kind == PD_ROLE_PSERVER ? "ps" : "tr",
-                 ro->id, ro->port);
+        pd_buf_printf(&t, "%s%s:%d:%d", k++ ? "," : "", ro->kind == PD_ROLE_PSERVER ? "ps" : "tr", ro->id,
+                      ro->port);
     }
-    char *q_recipe = pd_ssh_quote(d->recipe_rel);
-    int len = snprintf(cmd, cap, "%s%s%s%s node %s --roles=%s --endpoints=%s --node=%d",
-                       r->ld_library_path ? "LD_LIBRARY_PATH=" : "", r->ld_library_path ? r->ld_library_path : "",
-                       r->ld_library_path ? " " : "", bin, q_recipe, roles, d->endpoints, n->index);
-    free(q_recipe);
-    if (d->cluster_rel) len += snprintf(cmd + len, cap - (size_t)len, " --cluster=%s", d->cluster_rel);
+    put_word(&t, "--endpoints=", d->endpoints);
+    pd_buf_printf(&t, " --node=%d", n->index);
+    if (d->cluster_rel) put_word(&t, "--cluster=", d->cluster_rel);
     /* pservers listen on the address the others reach this host by, unless
      * cluster.nic names the interface */
-    if (!r->nic) len += snprintf(cmd + len, cap - (size_t)len, " --bind=%s", n->h->host);
-    if (d->o->init_model && n->index == 0)
-        len += snprintf(cmd + len, cap - (size_t)len, " --init_model=%s", d->o->init_model);
+    if (!r->nic) put_word(&t, "--bind=", n->h->host);
+    if (d->o->init_model && n->index == 0) put_word(&t, "--init_model=", d->o->init_model);
     for (int i = 0; i < r->noverrides; i++) {
-        char *kv = pd_xasprintf("--%s=%s", r->overrides[i].key, r->overrides[i].value), *q = pd_ssh_quote(kv);
-        len += snprintf(cmd + len, cap - (size_t)len, " %s", q);
+        char *kv = pd_xasprintf("--%s=%s", r->overrides[i].key, r->overrides[i].value);
+        put_word(&t, "", kv);
         free(kv);
-        free(q);
     }
-    return cmd;
+    return t.s;
 }
 
 /* Read the start script's answer: lines up to "ready" (the agent is being
@@ -244,6 +245,42 @@ static int read_answer(node *n, deploy *d, char **text, char **errtext)
 }
 
 /*
+ * The script one exec channel runs on a node. root_dir and the job directory
+ * are resolved by the node's shell (a leading ~ and $NAME only: shell.h).
+ * The cache under root_dir/.paddle must be the user's own and not writable
+ * by others; the binary and every cached file are run or linked only after
+ * their SHA-256 matched (a file that does not match is removed and sent
+ * again). When something is missing the script says "need: ..." and exits
+ * 3; otherwise it links the workspace into the job directory, writes
+ * nodefile, says "ready" and becomes the agent.
+ */
+static char *node_script(node *n, deploy *d, const char *links, const char *agent)
+{
+    pd_buf b = {0};
+    pd_buf_printf(&b, "command -v sha256sum >/dev/null || { echo 'paddle needs sha256sum on the node "
+                      "(GNU coreutils or BusyBox)' >&2; exit 5; } && "
+                      "R0=%s && mkdir -p -- \"$R0\" && cd -- \"$R0\" && R=$PWD && "
+                      "mkdir -p .paddle/bin .paddle/cache && "
+                      "for c in .paddle .paddle/bin .paddle/cache; do "
+                      "[ -O \"$c\" ] && [ ! -L \"$c\" ] || { echo \"$R/$c is not a directory of $(id -un 2>/dev/null): "
+                      "refusing to use it as the paddle cache\" >&2; exit 4; }; chmod go-w \"$c\" || exit 4; done && ",
+                  d->q_root);
+    pd_buf_printf(&b, "J0=%s && mkdir -p -- \"$J0/log\" \"$J0/output\" && J=$(cd -- \"$J0\" && pwd) && "
+                      "echo \"root=$R\" && echo \"job=$J\" && need= && B=.paddle/bin/paddle-%.16s && "
+                      "{ { [ -f \"$B\" ] && [ \"$(sha256sum < \"$B\")\" = '%s  -' ]; } || "
+                      "{ rm -f \"$B\"; need=\"$need binary\"; }; } && for h in",
+                  d->q_job, d->exe_hash, d->exe_hash);
+    for (int i = 0; i < d->nfiles; i++) pd_buf_printf(&b, " %s", d->files[i].hash);
+    pd_buf_put(&b, "; do f=.paddle/cache/$h; { [ -f \"$f\" ] && [ \"$(sha256sum < \"$f\")\" = \"$h  -\" ]; } || "
+                   "{ rm -f \"$f\"; need=\"$need $h\"; }; done && "
+                   "if [ -n \"$need\" ]; then echo \"need:$need\"; exit 3; fi && ");
+    pd_buf_printf(&b, "cd \"$J\" && %s && echo %d > nodefile && ", links, n->index);
+    if (d->q_ldpath) pd_buf_printf(&b, "export LD_LIBRARY_PATH=%s && ", d->q_ldpath);
+    pd_buf_printf(&b, "echo ready && %s", agent);
+    return b.s;
+}
+
+/*
  * Deploy one node with as few remote commands as possible: each one costs a
  * shell start on the node. One exec channel runs a script that makes the
  * directories, checks that the binary and every workspace file are there
@@ -256,28 +293,11 @@ static void *deploy_node(void *arg)
     node *n = ((void **)arg)[0];
     deploy *d = ((void **)arg)[1];
     int rc;
-    char *text = NULL, *errtext = NULL, *script = NULL, *agent = NULL, *links = NULL, *hashes = NULL;
+    char *text = NULL, *errtext = NULL, *script = NULL, *agent = NULL, *links = NULL;
     if ((rc = pd_ssh_connect(&n->ssh, n->h, &d->sopts)) < 0) goto out;
-    size_t hcap = 1 + (size_t)d->nfiles * 66;
-    hashes = pd_xcalloc(hcap, 1);
-    for (int i = 0; i < d->nfiles; i++) {
-        strcat(hashes, " ");
-        strcat(hashes, d->files[i].hash);
-    }
-    char bin[128];
-    snprintf(bin, sizeof bin, "\"$R/.paddle/bin/paddle-%.16s\"", d->exe_hash);
     links = link_cmd("$R", d, 0, d->nfiles);
-    agent = agent_cmd(n, d, bin);
-    /* root_dir may name a variable or ~ of the node: the node resolves it,
-     * and the job directory (deployed: absolute, or under root_dir) */
-    script = pd_xasprintf(
-        "mkdir -p %s && cd %s && R=$PWD && mkdir -p .paddle/bin .paddle/cache %s/log %s/output && "
-        "J=$(cd %s && pwd) && echo \"root=$R\" && echo \"job=$J\" && need= && "
-        "{ [ -x .paddle/bin/paddle-%.16s ] || need=\"$need binary\"; } && "
-        "for h in%s; do [ -f \".paddle/cache/$h\" ] || need=\"$need $h\"; done && "
-        "if [ -n \"$need\" ]; then echo \"need:$need\"; exit 3; fi && "
-        "cd \"$J\" && %s && echo %d > nodefile && echo ready && exec %s",
-        d->root, d->root, d->job_dir, d->job_dir, d->job_dir, d->exe_hash, hashes, links, n->index, agent);
+    agent = agent_cmd(n, d);
+    script = node_script(n, d, links, agent);
     char hex[2 * PD_SECRET + 2];
     pd_hex(d->secret, PD_SECRET, hex);
     strcat(hex, "\n");
@@ -347,7 +367,6 @@ out:
     free(script);
     free(agent);
     free(links);
-    free(hashes);
     if (rc < 0) n->err = pd_xstrdup(pd_err_msg());
     return NULL;
 }
@@ -624,6 +643,14 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
         free(e);
     }
     d->endpoints = eps;
+    /* what the nodes' shells resolve: checked here, before any connection */
+    if (pd_sh_path(d->root, "cluster.root_dir", &d->q_root) < 0 ||
+        pd_sh_path(d->job_dir, r->deployed ? "job.deployed" : "the job directory", &d->q_job) < 0 ||
+        (r->ld_library_path && pd_sh_path(r->ld_library_path, "cluster.ld_library_path", &d->q_ldpath) < 0)) {
+        fprintf(stderr, "paddle: %s: %s\n", r->path, pd_err_msg());
+        status = 2;
+        goto out;
+    }
     d->sopts.identity_files = (const char *const *)r->identity_files;
     d->sopts.nidentity = r->nidentity;
     d->sopts.use_agent = r->use_agent;
@@ -727,6 +754,9 @@ out:
     }
     free(d->files);
     free(d->job_dir);
+    free(d->q_root);
+    free(d->q_job);
+    free(d->q_ldpath);
     free(d->recipe_rel);
     free(d->cluster_rel);
     free((char *)d->endpoints);

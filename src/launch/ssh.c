@@ -10,6 +10,7 @@
  * preference, see FACTS.md) and both fingerprints for a changed key.
  */
 #include "ssh.h"
+#include "shell.h"
 #include "../core/log.h"
 #include "../core/pd.h"
 
@@ -222,25 +223,6 @@ static char *home_path(const char *rel)
 static char *expand_home(const char *path)
 {
     return strncmp(path, "~/", 2) == 0 ? home_path(path + 2) : pd_xstrdup(path);
-}
-
-char *pd_ssh_quote(const char *s)
-{
-    size_t n = 3;
-    for (const char *p = s; *p; p++) n += *p == '\'' ? 4 : 1;
-    char *out = pd_xmalloc(n), *o = out;
-    *o++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            memcpy(o, "'\\''", 4);
-            o += 4;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o++ = '\'';
-    *o = '\0';
-    return out;
 }
 
 /* --- base64, fingerprints ----------------------------------------------------- */
@@ -1600,7 +1582,7 @@ static int upload_sftp(pd_ssh *s, int fd, const char *remote, int mode)
 static int upload_shell(pd_ssh *s, int fd, const char *remote, int mode)
 {
     char *tmp = tmp_name(s, remote);
-    char *qt = pd_ssh_quote(tmp), *qr = pd_ssh_quote(remote);
+    char *qt = pd_sh_quote(tmp), *qr = pd_sh_quote(remote);
     char *cmd = pd_xasprintf("umask 077 && cat > %s && chmod %o %s && mv -f %s %s "
                              "|| { rm -f %s; exit 1; }", qt, mode & 07777, qt, qt, qr, qt);
     char *what = pd_xasprintf("writing %s", remote);
@@ -1619,7 +1601,7 @@ static int download_shell(pd_ssh *s, const char *remote, const char *local)
     sink k;
     int rc = sink_open(&k, local);
     if (rc < 0) return rc;
-    char *q = pd_ssh_quote(remote);
+    char *q = pd_sh_quote(remote);
     /* the mode on the first line, then the bytes */
     char *cmd = pd_xasprintf("stat -L -c %%a %s && exec cat %s", q, q);
     char *what = pd_xasprintf("reading %s", remote);

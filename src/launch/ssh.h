@@ -107,8 +107,6 @@ int pd_ssh_upload(pd_ssh *s, const char *local, const char *remote, int mode);
  * (the shell fallback needs stat -c, as in GNU coreutils and BusyBox). */
 int pd_ssh_download(pd_ssh *s, const char *remote, const char *local);
 
-/* s in single quotes for a POSIX shell ('it'\''s'); malloc'd. */
-char *pd_ssh_quote(const char *s);
 
 /* --- known_hosts, exposed for the unit tests ------------------------------- */
 

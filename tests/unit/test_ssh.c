@@ -5,6 +5,7 @@
 #include "test.h"
 #include "../../src/core/log.h"
 #include "../../src/core/pd.h"
+#include "../../src/launch/shell.h"
 #include "../../src/launch/ssh.h"
 
 #include <arpa/inet.h>
@@ -196,11 +197,69 @@ PD_TEST(ssh_key_encrypted_formats)
 
 PD_TEST(ssh_quote_for_the_shell)
 {
-    char *q = pd_ssh_quote("it's a $HOME `x`");
+    char *q = pd_sh_quote("it's a $HOME `x`");
     CHECK_STR_EQ(q, "'it'\\''s a $HOME `x`'");
     free(q);
-    q = pd_ssh_quote("");
+    q = pd_sh_quote("");
     CHECK_STR_EQ(q, "''");
+    free(q);
+}
+
+/* What /bin/sh prints for `printf %s TEXT` in dir, with SCRATCH=/s set. */
+static char *sh_print(const char *dir, const char *text)
+{
+    /* the text is meant for a shell: let one evaluate it */
+    char *prog = pd_xasprintf("printf %%s %s", text), *q = pd_sh_quote(prog);
+    char *cmd = pd_xasprintf("cd '%s' && SCRATCH=/s HOME=/h sh -c %s 2>&1", dir, q);
+    FILE *f = popen(cmd, "r");
+    char buf[512] = "";
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = '\0';
+    if (f) pclose(f);
+    free(prog);
+    free(q);
+    free(cmd);
+    return pd_xstrdup(buf);
+}
+
+PD_TEST(shell_paths_expand_only_home_and_variables)
+{
+    const char *dir = pd_test_dir();
+    static const struct { const char *in, *out; } ok[] = {
+        {"/home/paddle", "/home/paddle"},
+        {"~", "/h"},
+        {"~/jobs", "/h/jobs"},
+        {"$SCRATCH/paddle", "/s/paddle"},
+        {"${SCRATCH}x", "/sx"},
+        {"a;touch PWNED;b", "a;touch PWNED;b"},
+        {"`touch PWNED`", "`touch PWNED`"},
+        {"it's \"here\" & | > PWNED", "it's \"here\" & | > PWNED"},
+        {"a~b", "a~b"},
+    };
+    for (size_t i = 0; i < PD_COUNT(ok); i++) {
+        char *q;
+        CHECK_EQ_INT(pd_sh_path(ok[i].in, "cluster.root_dir", &q), 0);
+        char *got = sh_print(dir, q);
+        CHECK_STR_EQ(got, ok[i].out);
+        free(got);
+        free(q);
+    }
+    char *pwned = pd_xasprintf("%s/PWNED", dir);
+    CHECK(access(pwned, F_OK) != 0); /* nothing ran */
+    free(pwned);
+    static const char *const bad[] = {"$(touch PWNED)", "a$", "$1", "${X:-y}", "$$", "a\nb", "${X"};
+    for (size_t i = 0; i < PD_COUNT(bad); i++) {
+        char *q = NULL;
+        CHECK(pd_sh_path(bad[i], "cluster.root_dir", &q) == PD_EINVAL);
+        CHECK(strstr(pd_err_msg(), "cluster.root_dir") != NULL);
+        CHECK(q == NULL);
+    }
+    /* a variable unset on the node stops the shell with a message naming it */
+    char *q;
+    CHECK_EQ_INT(pd_sh_path("$PD_SURELY_UNSET_VAR/x", "cluster.root_dir", &q), 0);
+    char *got = sh_print(dir, q);
+    CHECK(strstr(got, "PD_SURELY_UNSET_VAR") != NULL && strstr(got, "is not set on this node") != NULL);
+    free(got);
     free(q);
 }
 
@@ -614,7 +673,7 @@ PD_TEST(ssh_live_transfer)
     char *a = make_file("a.bin", n, 1), *b = make_file("b.bin", 1000, 2);
     char *remote = pd_xasprintf("%s/sub dir/it's.bin", dir);
     char *back = pd_xasprintf("%s/back.bin", pd_test_dir());
-    char *q = pd_ssh_quote(dir), *cmd = pd_xasprintf("mkdir -p %s/'sub dir'", q);
+    char *q = pd_sh_quote(dir), *cmd = pd_xasprintf("mkdir -p %s/'sub dir'", q);
     CHECK_EQ_INT(pd_ssh_run(s, cmd, NULL, NULL), 0);
     free(cmd);
 
@@ -635,7 +694,7 @@ PD_TEST(ssh_live_transfer)
     struct stat st;
     CHECK_EQ_INT(stat(back, &st), 0);
     CHECK_EQ_INT(st.st_mode & 07777, 0751);
-    char *rq = pd_ssh_quote(remote), *out = NULL;
+    char *rq = pd_sh_quote(remote), *out = NULL;
     cmd = pd_xasprintf("stat -c %%a %s; ls -a %s/'sub dir' | wc -l", rq, q);
     CHECK_EQ_INT(pd_ssh_run(s, cmd, &out, NULL), 0);
     CHECK_STR_EQ(out, "751\n3\n");  /* ., .. and the file: no temporary left */
