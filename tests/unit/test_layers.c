@@ -11,7 +11,7 @@
  *   - the gradient flowing into every non-data layer the cost depends on
  *     (what the layers above send, before the layer's own backward),
  *
- * with central differences of the mean cost that pd_net_forward() returns
+ * with central differences of the mean cost that fwd() returns
  * (float per-sample costs, summed in double), to a relative error of 1e-3.
  * Inputs are kept away from kinks and ill-conditioned points (relu near 0,
  * ties in max pooling, cos_sim of short vectors).
@@ -33,6 +33,15 @@
 /* --- building a model by hand ----------------------------------------------- */
 
 #define MAXL 24
+
+/* pd_net_forward that must succeed: the mean cost */
+static double fwd(pd_net *net)
+{
+    double c = NAN;
+    if (pd_net_forward(net, &c) < 0) pd_test_fail(__FILE__, __LINE__, "pd_net_forward: %s", pd_err_msg());
+    return c;
+}
+
 
 typedef struct model {
     pd_recipe r;
@@ -253,7 +262,7 @@ static void compare(stats *st, const char *what, int idx, double analytic, fd nu
 static double cost_at(pd_net *net, float *x, float v, int from)
 {
     *x = v;
-    if (from < 0) return pd_net_forward(net);
+    if (from < 0) return fwd(net);
     for (int i = from; i < net->nlayers; i++) {
         pd_layer *l = &net->layers[i];
         if (!l->is_data) l->ops->forward(l);
@@ -308,7 +317,7 @@ static void report(const char *what, const stats *st)
 static void gradcheck(pd_net *net)
 {
     char what[96];
-    pd_net_forward(net);
+    fwd(net);
     pd_net_backward(net);
 
     for (int pi = 0; pi < net->nparams; pi++) {
@@ -343,7 +352,7 @@ static void gradcheck(pd_net *net)
         if (!live[k] || lk->is_data) continue;
         /* analytic: what the layers above k send into k's grad (k's own
          * backward would turn it into the gradient of its pre-activation) */
-        pd_net_forward(net);
+        fwd(net);
         for (int i = 0; i < net->nlayers; i++) {
             pd_layer *l = &net->layers[i];
             if (!l->is_data && l->grad) memset(l->grad, 0, (size_t)l->rows * l->size * sizeof(float));
@@ -364,7 +373,7 @@ static void gradcheck(pd_net *net)
     }
     free(live);
     /* leave the net as a plain forward and backward would */
-    pd_net_forward(net);
+    fwd(net);
     pd_net_backward(net);
 }
 
@@ -385,7 +394,7 @@ static void check_model_fair(model *m, int n, uint64_t seed, fair_fn fair)
         bind(&net, &b);
         for (int i = 0; i < net.nparams; i++)
             if (net.params[i].sparse) distinct_values(&net.params[i], seed + i);
-        pd_net_forward(&net);
+        fwd(&net);
         int ok = !fair || fair(&net);
         if (ok) gradcheck(&net);
         pd_net_free(&net);
@@ -667,7 +676,7 @@ PD_TEST(classification_error_forward)
     pd_net net;
     build(&net, &m, 1);
     bind(&net, &b);
-    CHECK_NEAR(pd_net_forward(&net), 0.5, 1e-12);
+    CHECK_NEAR(fwd(&net), 0.5, 1e-12);
     CHECK_EQ_INT(net.layers[e].rows, 4);
     for (int i = 0; i < 4; i++) CHECK_NEAR(net.layers[e].out[i], want[i], 0);
     CHECK_NEAR(pd_net_mean(&net, e), 0.5, 1e-12);
@@ -707,7 +716,7 @@ PD_TEST(fc_forward_by_hand)
         memcpy(pd_net_param(&net, "out.w")->w, w, sizeof w);
         memcpy(pd_net_param(&net, "out.b")->w, bias, sizeof bias);
         bind(&net, &b);
-        double cost = pd_net_forward(&net);
+        double cost = fwd(&net);
         double want[2][2], sq = 0;
         for (int r = 0; r < 2; r++) {
             double s = exp(z[r][0]) + exp(z[r][1]);
@@ -770,7 +779,7 @@ PD_TEST(layers_forward_by_hand)
     build(&net, &m, 1);
     memcpy(pd_net_param(&net, "emb.w")->w, table, sizeof table);
     bind(&net, &b);
-    double cost = pd_net_forward(&net);
+    double cost = fwd(&net);
 
     /* the embedding: one row per id, in order */
     CHECK_EQ_INT(net.layers[e].rows, 6);
@@ -819,7 +828,7 @@ PD_TEST(layers_forward_by_hand)
     }
     build(&net, &m2, 1);
     bind(&net, &b);
-    cost = pd_net_forward(&net);
+    cost = fwd(&net);
     CHECK_NEAR(net.layers[ce].out[0], -log(0.5), 1e-6);
     CHECK_NEAR(net.layers[ce].out[1], -log(0.1), 1e-6);
     CHECK_NEAR(net.layers[sx].out[0], log(exp(0.2) + exp(0.5) + exp(0.3)) - 0.5, 1e-6);
@@ -861,14 +870,14 @@ PD_TEST(net_forward_deterministic)
         same_w &= memcmp(n1.params[i].w, n3.params[i].w, bytes) == 0;
     }
     CHECK(!same_w);
-    double c1 = pd_net_forward(&n1), c2 = pd_net_forward(&n2), c3 = pd_net_forward(&n3);
+    double c1 = fwd(&n1), c2 = fwd(&n2), c3 = fwd(&n3);
     CHECK(c1 == c2);
     CHECK(c1 != c3);
     CHECK(isfinite(c1) && c1 > 0);
-    CHECK(pd_net_forward(&n1) == c1); /* forward has no hidden state */
+    CHECK(fwd(&n1) == c1); /* forward has no hidden state */
     /* backward starts from zero gradients each time, sparse rows included */
     pd_net_backward(&n1);
-    pd_net_forward(&n1);
+    fwd(&n1);
     pd_net_backward(&n1);
     pd_net_backward(&n2);
     for (int i = 0; i < n1.nparams; i++) {
