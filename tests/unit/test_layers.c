@@ -23,9 +23,11 @@
 #include "../../src/data/batch.h"
 #include "../../src/nn/net.h"
 #include "../../src/core/rng.h"
+#include "../../src/nn/npy.h"
 
 #include <float.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #define TOL 1e-3
 #define STEP 1e-2
@@ -888,4 +890,190 @@ PD_TEST(net_forward_deterministic)
     pd_net_free(&n2);
     pd_net_free(&n3);
     pd_batch_free(&b);
+}
+
+/* --- failures: allocation, inconsistent descriptions, parameter names ------- */
+
+/* the CPU backend, but nothing over 1 MB can be allocated */
+static void *small_alloc(size_t bytes) { return bytes > (1u << 20) ? NULL : pd_backend_cpu.alloc(bytes); }
+
+PD_TEST(layer_alloc_failure_names_layer)
+{
+    pd_backend be = pd_backend_cpu;
+    be.alloc = small_alloc;
+    model m;
+    model_init(&m);
+    int x = add_data(&m, "x", "dense", 4), y = add_data(&m, "y", "dense", 512);
+    int fc = add_fc(&m, "fc_1", x, 512, "linear");
+    add_cost(&m, "square_error_cost", fc, y);
+    pd_net net;
+    CHECK_EQ_INT(pd_net_build(&net, &m.r, &be, 1), 0);
+    /* 1000 rows (room for 1024) of 512 outputs and as many gradients: 4 MB */
+    pd_batch big, small;
+    fill_batch(&big, &m, 1000, 2);
+    bind(&net, &big);
+    double cost = 0;
+    int rc = pd_net_forward(&net, &cost);
+    CHECK_EQ_INT(rc, PD_ENOMEM);
+    CHECK_CONTAINS(pd_err_msg(), "layer 'fc_1' (fc)");
+    CHECK_CONTAINS(pd_err_msg(), "cannot allocate 4.0 MB");
+    CHECK_CONTAINS(pd_err_msg(), "1024 x 512 outputs");
+    /* the net is still usable with a batch that fits */
+    fill_batch(&small, &m, 8, 3);
+    bind(&net, &small);
+    CHECK_EQ_INT(pd_net_forward(&net, &cost), 0);
+    CHECK(isfinite(cost) && cost > 0);
+    CHECK_EQ_INT(pd_net_backward(&net), 0);
+    pd_net_free(&net);
+    pd_batch_free(&big);
+    pd_batch_free(&small);
+}
+
+/* pd_net_build of m fails with PD_EINVAL, naming layer `name` and where it
+ * was declared, and saying `what` */
+static void build_fails(model *m, int layer, const char *what)
+{
+    pd_net net;
+    char where[32], named[64];
+    snprintf(where, sizeof where, "bad.lua:%d", layer + 10);
+    m->l[layer].where = where;
+    int rc = pd_net_build(&net, &m->r, &pd_backend_cpu, 1);
+    if (rc == 0) pd_test_fail(__FILE__, __LINE__, "layer '%s' (%s) was accepted", m->l[layer].name, what);
+    CHECK_EQ_INT(rc, PD_EINVAL);
+    snprintf(named, sizeof named, "%s: layer '%s' (%s)", where, m->l[layer].name, m->l[layer].type);
+    CHECK_CONTAINS(pd_err_msg(), named);
+    CHECK_CONTAINS(pd_err_msg(), what);
+    m->l[layer].where = NULL;
+}
+
+PD_TEST(setup_rejects_inconsistent_shapes)
+{
+    model m;
+    int a, b, c, l;
+
+    model_init(&m); /* concat: the inputs' widths add up to 5, not 6 */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "dense", 2);
+    l = add_layer(&m, "concat", "cat", 6, a, b);
+    build_fails(&m, l, "has width 6, its inputs 5 together");
+
+    model_init(&m); /* cos_sim of widths 3 and 4 */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "dense", 4);
+    l = add_layer(&m, "cos_sim", "cs", 1, a, b);
+    build_fails(&m, l, "input 2 'b' has width 4, expected 3");
+
+    model_init(&m); /* cos_sim of width 2 */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "dense", 3);
+    l = add_layer(&m, "cos_sim", "cs", 2, a, b);
+    build_fails(&m, l, "has width 2, expected 1");
+
+    model_init(&m); /* square error of a 3-wide prediction and a 2-wide label */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "dense", 2);
+    l = add_cost(&m, "square_error_cost", a, b);
+    build_fails(&m, l, "input 2 'b' has width 2, expected 3");
+
+    model_init(&m); /* cross entropy with a dense label */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "dense", 1);
+    l = add_cost(&m, "cross_entropy", a, b);
+    build_fails(&m, l, "input 2 'b' must be an id data layer");
+
+    model_init(&m); /* classification error: 5 classes of label, 3 of prediction */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "id", 5);
+    l = add_layer(&m, "classification_error", "err", 1, a, b);
+    build_fails(&m, l, "label 'b' has 5 classes but prediction 'a' has width 3");
+
+    model_init(&m); /* softmax cross entropy on ids */
+    a = add_data(&m, "a", "id", 3), b = add_data(&m, "b", "id", 3);
+    l = add_cost(&m, "softmax_cross_entropy", a, b);
+    build_fails(&m, l, "input 1 'a' holds ids (id), a dense input is needed");
+
+    model_init(&m); /* fc whose weight is [4, 2] over a 3-wide input */
+    a = add_data(&m, "a", "dense", 3);
+    l = add_layer(&m, "fc", "fc_w", 2, a, -1);
+    add_param(&m, l, "fc_w.w", 4, 2, 0);
+    build_fails(&m, l, "parameter 'fc_w.w' is 4x2, expected 3x2");
+
+    model_init(&m); /* fc whose bias is [1, 3] for width 2 */
+    a = add_data(&m, "a", "dense", 3);
+    l = add_layer(&m, "fc", "fc_b", 2, a, -1);
+    add_param(&m, l, "fc_b.w", 3, 2, 0);
+    add_param(&m, l, "fc_b.b", 1, 3, 0);
+    build_fails(&m, l, "parameter 'fc_b.b' is 1x3, expected 1x2");
+
+    model_init(&m); /* fc over ids */
+    a = add_data(&m, "a", "id", 3);
+    l = add_layer(&m, "fc", "fc_i", 2, a, -1);
+    add_param(&m, l, "fc_i.w", 1, 2, 0);
+    build_fails(&m, l, "holds ids");
+
+    model_init(&m); /* embedding table of 5 rows for ids in [0, 6) */
+    a = add_data(&m, "a", "id", 6);
+    l = add_layer(&m, "embedding", "emb", 4, a, -1);
+    add_param(&m, l, "emb.w", 5, 4, 1);
+    build_fails(&m, l, "parameter 'emb.w' is 5x4, expected 6x4");
+
+    model_init(&m); /* embedding of a dense layer */
+    a = add_data(&m, "a", "dense", 6);
+    l = add_layer(&m, "embedding", "emb", 4, a, -1);
+    add_param(&m, l, "emb.w", 6, 4, 1);
+    build_fails(&m, l, "input 1 'a' must be an id or id_list data layer");
+
+    model_init(&m); /* seq_pool of a plain dense layer */
+    a = add_data(&m, "a", "dense", 4);
+    l = add_seq_pool(&m, "pool", a, "sum");
+    build_fails(&m, l, "input 'a' is not a sequence of vectors");
+
+    model_init(&m); /* seq_pool wider than its sequence */
+    a = add_data(&m, "a", "id_list", 6);
+    c = add_embedding(&m, "emb", a, 4);
+    l = add_seq_pool(&m, "pool", c, "max");
+    m.l[l].size = 5;
+    build_fails(&m, l, "has width 5, its input 'emb' 4");
+
+    model_init(&m); /* an input that is not an earlier layer */
+    a = add_data(&m, "a", "dense", 3);
+    l = add_layer(&m, "concat", "cat", 3, a, -1);
+    m.l[l].inputs[0] = l;
+    build_fails(&m, l, "input 1 is layer 1, not one before it");
+}
+
+PD_TEST(param_name_refused)
+{
+    static const char *bad[] = {"../x", "", ".x", "a/b", "a\nb", "a\"b"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_EQ_INT(pd_param_name_check(bad[i]), PD_EINVAL);
+    char lng[200];
+    memset(lng, 'a', sizeof lng - 1);
+    lng[sizeof lng - 1] = '\0';
+    CHECK_EQ_INT(pd_param_name_check(lng), PD_EINVAL);
+    CHECK_CONTAINS(pd_err_msg(), "longer than 128 bytes");
+    lng[128] = '\0';
+    CHECK_EQ_INT(pd_param_name_check(lng), 0);
+    CHECK_EQ_INT(pd_param_name_check("fc_0.w_0"), 0);
+
+    /* a description naming a parameter "../x" is refused when the net is built */
+    model m;
+    model_init(&m);
+    int a = add_data(&m, "a", "dense", 3), y = add_data(&m, "y", "dense", 1);
+    int fc = add_fc_w(&m, "fc", a, 1, "linear", "../x");
+    add_cost(&m, "square_error_cost", fc, y);
+    pd_net net;
+    CHECK_EQ_INT(pd_net_build(&net, &m.r, &pd_backend_cpu, 1), PD_EINVAL);
+    CHECK_CONTAINS(pd_err_msg(), "layer 'fc' (fc)");
+    CHECK_CONTAINS(pd_err_msg(), "parameter name '../x' starts with '.'");
+
+    /* and a net whose parameter became "../x" is neither saved nor loaded */
+    snprintf(m.pname[fc][0], sizeof m.pname[0][0], "fc.w");
+    build(&net, &m, 1);
+    free(net.params[0].name);
+    net.params[0].name = pd_xstrdup("../x");
+    char *dir = pd_xasprintf("%s/out/pass-00000", pd_test_dir());
+    pd_model_info info = {.pass = 0, .train_cost = 1, .test_cost = 1, .samples = 1};
+    CHECK_EQ_INT(pd_model_save(&net, dir, &info), PD_EINVAL);
+    CHECK_CONTAINS(pd_err_msg(), "'../x'");
+    char *outside = pd_xasprintf("%s/out/x.npy", pd_test_dir());
+    CHECK(access(outside, F_OK) != 0);
+    CHECK(access(dir, F_OK) != 0);
+    CHECK_EQ_INT(pd_model_load(&net, dir), PD_EINVAL);
+    free(outside);
+    free(dir);
+    pd_net_free(&net);
 }
