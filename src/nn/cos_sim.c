@@ -2,19 +2,31 @@
 #include "net.h"
 #include "../core/pd.h"
 
-static void forward(pd_layer *l)
+static int setup(pd_layer *l)
 {
-    pd_layer *a = l->in[0], *b = l->in[1];
-    l->rows = a->rows;
-    PD_ASSERT(pd_layer_reserve(l, l->rows) == 0);
-    l->be->cos_sim_forward(l->out, a->out, b->out, l->rows, a->size, (float)l->d->scale);
+    int rc;
+    if ((rc = pd_layer_check(l, 2, 1)) < 0 || (rc = pd_layer_need_dense(l, 0, -1)) < 0 ||
+        (rc = pd_layer_need_dense(l, 1, l->in[0]->size)) < 0)
+        return rc;
+    return 0;
 }
 
-static void backward(pd_layer *l)
+static int forward(pd_layer *l)
+{
+    pd_layer *a = l->in[0], *b = l->in[1];
+    int rc;
+    l->rows = a->rows;
+    if ((rc = pd_layer_reserve(l, l->rows)) < 0) return rc;
+    l->be->cos_sim_forward(l->out, a->out, b->out, l->rows, a->size, (float)l->d->scale);
+    return 0;
+}
+
+static int backward(pd_layer *l)
 {
     pd_layer *a = l->in[0], *b = l->in[1];
     l->be->cos_sim_backward(a->grad, b->grad, a->out, b->out, l->out, l->grad, l->rows, a->size,
                             (float)l->d->scale);
+    return 0;
 }
 
-const pd_layer_ops pd_layer_cos_sim = {"cos_sim", NULL, forward, backward, NULL};
+const pd_layer_ops pd_layer_cos_sim = {"cos_sim", setup, forward, backward, NULL};

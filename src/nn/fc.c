@@ -1,32 +1,34 @@
 /*
- * fc.c - fully connected: out = act(in * W + b), W is [in, size].
+ * fc.c - fully connected: out = act(in * W + b), W is [in, size], b [1, size].
  */
 #include "net.h"
 #include "../core/pd.h"
 
 static int setup(pd_layer *l)
 {
-    pd_layer *x = l->in[0];
-    if (l->nin != 1 || l->p[0] == NULL) return pd_err_set(PD_ERECIPE, "fc needs one input and a weight");
-    if (l->p[0]->rows != x->size || l->p[0]->cols != l->size)
-        return pd_err_set(PD_ERECIPE, "fc weight is %dx%d, expected %dx%d", l->p[0]->rows, l->p[0]->cols,
-                          x->size, l->size);
+    int rc;
+    if ((rc = pd_layer_check(l, 1, -1)) < 0 || (rc = pd_layer_need_dense(l, 0, -1)) < 0) return rc;
+    if ((rc = pd_layer_need_param(l, 0, l->in[0]->size, l->size)) < 0) return rc;
+    if (l->p[0]->sparse) return pd_layer_fail(l, "weight '%s' is marked sparse", l->p[0]->name);
+    if (l->d->nparams > 1 && (rc = pd_layer_need_param(l, 1, 1, l->size)) < 0) return rc;
     return 0;
 }
 
-static void forward(pd_layer *l)
+static int forward(pd_layer *l)
 {
     pd_layer *x = l->in[0];
     const pd_backend *be = l->be;
+    int rc;
     l->rows = x->rows;
-    PD_ASSERT(pd_layer_reserve(l, l->rows) == 0);
+    if ((rc = pd_layer_reserve(l, l->rows)) < 0) return rc;
     be->gemm(0, 0, l->rows, l->size, x->size, 1.f, x->out, x->size, l->p[0]->w, l->size, 0.f, l->out,
              l->size);
     if (l->p[1]) be->add_bias(l->out, l->p[1]->w, l->rows, l->size);
     be->act_forward(pd_act_from_name(l->d->act), l->out, l->out, l->rows, l->size);
+    return 0;
 }
 
-static void backward(pd_layer *l)
+static int backward(pd_layer *l)
 {
     pd_layer *x = l->in[0];
     const pd_backend *be = l->be;
@@ -39,6 +41,7 @@ static void backward(pd_layer *l)
     if (x->grad)
         be->gemm(0, 1, l->rows, x->size, l->size, 1.f, l->grad, l->size, l->p[0]->w, l->size, 1.f, x->grad,
                  x->size);
+    return 0;
 }
 
 const pd_layer_ops pd_layer_fc = {"fc", setup, forward, backward, NULL};

@@ -3,10 +3,14 @@
  * backward loops, parameter initialisation and local optimizer updates.
  */
 #include "net.h"
+#include "npy.h"
 #include "../core/pd.h"
 #include "../core/rng.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,33 +72,83 @@ void pd_opt_hyper_from(pd_opt_hyper *h, const pd_optimizer_desc *o, long step)
 
 /* --- layers' helpers ------------------------------------------------------ */
 
+static int layer_verr(int code, const pd_layer *l, const char *fmt, va_list ap)
+{
+    char text[512];
+    vsnprintf(text, sizeof text, fmt, ap);
+    const pd_layer_desc *d = l->d;
+    return pd_err_set(code, "%s%slayer '%s' (%s): %s", d->where ? d->where : "", d->where ? ": " : "",
+                      d->name ? d->name : "?", d->type ? d->type : "?", text);
+}
+
+int pd_layer_fail(const pd_layer *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = layer_verr(PD_EINVAL, l, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int layer_nomem(const pd_layer *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int layer_nomem(const pd_layer *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = layer_verr(PD_ENOMEM, l, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* "4.0 GB" */
+static const char *size_text(double bytes, char *buf, size_t len)
+{
+    static const char *units[] = {"bytes", "KB", "MB", "GB", "TB", "PB", "EB"};
+    int u = 0;
+    while (bytes >= 1024 && u < (int)PD_COUNT(units) - 1) bytes /= 1024, u++;
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+    return buf;
+}
+
 int pd_layer_reserve(pd_layer *l, int rows)
 {
     if (rows <= l->cap_rows) return 0;
-    int cap = l->cap_rows ? l->cap_rows : 16;
-    while (cap < rows) cap *= 2;
-    size_t bytes = (size_t)cap * l->size * sizeof(float);
+    size_t cap = l->cap_rows ? (size_t)l->cap_rows : 16;
+    while (cap < (size_t)rows) cap *= 2;
+    if (cap > INT_MAX) cap = (size_t)rows;
+    size_t width = l->size > 0 ? (size_t)l->size : 1, nbuf = l->is_data ? 1 : 2;
+    char text[32];
+    if (cap > SIZE_MAX / sizeof(float) / width / nbuf)
+        return layer_nomem(l, "cannot allocate %s for %d x %d outputs",
+                           size_text((double)rows * width * nbuf * sizeof(float), text, sizeof text), rows, l->size);
+    size_t bytes = cap * width * sizeof(float);
     float *out = l->be->alloc(bytes), *grad = NULL;
-    if (!l->is_data) grad = l->be->alloc(bytes);
+    if (!l->is_data && out) grad = l->be->alloc(bytes);
     if (!out || (!l->is_data && !grad)) {
         l->be->free(out);
-        l->be->free(grad);
-        return pd_err_set(PD_ENOMEM, "layer '%s': cannot allocate %d rows of %d", l->d->name, cap, l->size);
+        return layer_nomem(l, "cannot allocate %s for %zu x %d outputs%s",
+                           size_text((double)bytes * nbuf, text, sizeof text), cap, l->size,
+                           l->is_data ? "" : " and their gradients");
     }
     l->be->free(l->out);
     l->be->free(l->grad);
     l->out = out;
     l->grad = grad;
-    l->cap_rows = cap;
+    l->cap_rows = (int)cap;
     return 0;
 }
 
 float *pd_layer_fscratch(pd_layer *l, size_t n)
 {
     if (n > l->cap_fscratch) {
+        char text[32];
         l->be->free(l->fscratch);
-        l->fscratch = l->be->alloc(n * sizeof(float));
-        PD_ASSERT(l->fscratch);
+        l->cap_fscratch = 0;
+        l->fscratch = n <= SIZE_MAX / sizeof(float) ? l->be->alloc(n * sizeof(float)) : NULL;
+        if (!l->fscratch) {
+            layer_nomem(l, "cannot allocate %s of scratch", size_text((double)n * sizeof(float), text, sizeof text));
+            return NULL;
+        }
         l->cap_fscratch = n;
     }
     return l->fscratch;
@@ -103,12 +157,60 @@ float *pd_layer_fscratch(pd_layer *l, size_t n)
 int32_t *pd_layer_iscratch(pd_layer *l, size_t n)
 {
     if (n > l->cap_iscratch) {
+        char text[32];
         l->be->free(l->iscratch);
-        l->iscratch = l->be->alloc(n * sizeof(int32_t));
-        PD_ASSERT(l->iscratch);
+        l->cap_iscratch = 0;
+        l->iscratch = n <= SIZE_MAX / sizeof(int32_t) ? l->be->alloc(n * sizeof(int32_t)) : NULL;
+        if (!l->iscratch) {
+            layer_nomem(l, "cannot allocate %s of scratch", size_text((double)n * sizeof(int32_t), text, sizeof text));
+            return NULL;
+        }
         l->cap_iscratch = n;
     }
     return l->iscratch;
+}
+
+/* --- setup checks ------------------------------------------------------------ */
+
+int pd_layer_check(const pd_layer *l, int nin, int size)
+{
+    if (nin >= 0 && l->nin != nin)
+        return pd_layer_fail(l, "takes %d input%s, the description gives %d", nin, nin == 1 ? "" : "s", l->nin);
+    if (nin < 0 && l->nin < 1) return pd_layer_fail(l, "takes at least one input, the description gives none");
+    if (size >= 0 && l->size != size) return pd_layer_fail(l, "has width %d, expected %d", l->size, size);
+    if (l->d->seq && strcmp(l->d->type, "embedding") && !l->is_data)
+        return pd_layer_fail(l, "is marked as a sequence, but only id_list data and their embeddings are");
+    return 0;
+}
+
+int pd_layer_need_dense(const pd_layer *l, int j, int width)
+{
+    const pd_layer *x = l->in[j];
+    if (x->is_data && strcmp(x->d->kind, "dense"))
+        return pd_layer_fail(l, "input %d '%s' holds ids (%s), a dense input is needed", j + 1, x->d->name,
+                             x->d->kind);
+    if (x->d->seq) return pd_layer_fail(l, "input %d '%s' is a sequence; pool it first", j + 1, x->d->name);
+    if (width >= 0 && x->size != width)
+        return pd_layer_fail(l, "input %d '%s' has width %d, expected %d", j + 1, x->d->name, x->size, width);
+    return 0;
+}
+
+int pd_layer_need_ids(const pd_layer *l, int j, int lists)
+{
+    const pd_layer *x = l->in[j];
+    if (!x->is_data || !(strcmp(x->d->kind, "id") == 0 || (lists && strcmp(x->d->kind, "id_list") == 0)))
+        return pd_layer_fail(l, "input %d '%s' must be an id%s data layer", j + 1, x->d->name,
+                             lists ? " or id_list" : "");
+    return 0;
+}
+
+int pd_layer_need_param(const pd_layer *l, int j, int rows, int cols)
+{
+    const pd_param *p = j < l->d->nparams ? l->p[j] : NULL;
+    if (!p) return pd_layer_fail(l, "needs a parameter %d", j + 1);
+    if (p->rows != rows || p->cols != cols)
+        return pd_layer_fail(l, "parameter '%s' is %dx%d, expected %dx%d", p->name, p->rows, p->cols, rows, cols);
+    return 0;
 }
 
 void pd_param_touch(pd_param *p, const int32_t *ids, int n)
@@ -158,6 +260,55 @@ static int add_param(pd_net *net, const pd_param_desc *d, pd_param **out)
     return 0;
 }
 
+/* What the layer loop and the layers' setup rely on before they look. */
+static int check_desc(const pd_recipe *r, const pd_layer_desc *d, int i)
+{
+    const char *where = d->where ? d->where : r->path ? r->path : "model";
+    if (!d->name || !d->type) return pd_err_set(PD_EINVAL, "%s: layer %d has no name or no type", where, i);
+    if (d->ninputs < 0 || d->ninputs > PD_MAX_INPUTS || d->nparams < 0 || d->nparams > 2)
+        return pd_err_set(PD_EINVAL, "%s: layer '%s' (%s): %d inputs and %d parameters (at most %d and 2)", where,
+                          d->name, d->type, d->ninputs, d->nparams, PD_MAX_INPUTS);
+    if (d->size <= 0) return pd_err_set(PD_EINVAL, "%s: layer '%s' (%s): width %d", where, d->name, d->type, d->size);
+    for (int j = 0; j < d->ninputs; j++)
+        if (d->inputs[j] < 0 || d->inputs[j] >= i)
+            return pd_err_set(PD_EINVAL, "%s: layer '%s' (%s): input %d is layer %d, not one before it", where,
+                              d->name, d->type, j + 1, d->inputs[j]);
+    for (int j = 0; j < d->nparams; j++) {
+        const pd_param_desc *p = &d->params[j];
+        if (pd_param_name_check(p->name) < 0)
+            return pd_err_wrap(PD_EINVAL, "%s: layer '%s' (%s)", where, d->name, d->type);
+        if (p->rows <= 0 || p->cols <= 0 || (size_t)p->rows * (size_t)p->cols > (size_t)INT_MAX)
+            return pd_err_set(PD_EINVAL, "%s: layer '%s' (%s): parameter '%s' is %dx%d", where, d->name, d->type,
+                              p->name, p->rows, p->cols);
+    }
+    return 0;
+}
+
+static int build_layer(pd_net *net, int i)
+{
+    const pd_recipe *r = net->r;
+    const pd_layer_desc *d = &r->layers[i];
+    pd_layer *l = &net->layers[i];
+    int rc;
+    if ((rc = check_desc(r, d, i)) < 0) return rc;
+    l->d = d;
+    l->net = net;
+    l->be = net->be;
+    l->index = i;
+    l->size = d->size;
+    l->slot = -1;
+    l->ops = pd_layer_ops_find(d->type);
+    if (!l->ops)
+        return pd_err_set(PD_EINVAL, "%s: unknown layer type '%s'", d->where ? d->where : r->path ? r->path : "model",
+                          d->type);
+    l->is_data = strcmp(d->type, "data") == 0;
+    l->nin = d->ninputs;
+    for (int j = 0; j < d->ninputs; j++) l->in[j] = &net->layers[d->inputs[j]];
+    for (int j = 0; j < d->nparams; j++)
+        if ((rc = add_param(net, &d->params[j], &l->p[j])) < 0) return rc;
+    return l->ops->setup ? l->ops->setup(l) : 0;
+}
+
 int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t seed)
 {
     int rc;
@@ -170,36 +321,12 @@ int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t
     net->nlayers = r->nlayers;
     net->layers = pd_xcalloc((size_t)r->nlayers + 1, sizeof *net->layers);
     int maxp = 0;
-    for (int i = 0; i < r->nlayers; i++) maxp += r->layers[i].nparams;
+    for (int i = 0; i < r->nlayers; i++)
+        maxp += r->layers[i].nparams > 0 && r->layers[i].nparams <= 2 ? r->layers[i].nparams : 0;
     net->params = pd_xcalloc((size_t)maxp + 1, sizeof *net->params);
-
     for (int i = 0; i < r->nlayers; i++) {
-        const pd_layer_desc *d = &r->layers[i];
-        pd_layer *l = &net->layers[i];
-        l->d = d;
-        l->net = net;
-        l->be = be;
-        l->index = i;
-        l->size = d->size;
-        l->slot = -1;
-        l->ops = pd_layer_ops_find(d->type);
-        if (!l->ops) {
-            rc = pd_err_set(PD_ERECIPE, "%s: unknown layer type '%s'", d->where ? d->where : r->path, d->type);
-            goto err;
-        }
-        l->is_data = strcmp(d->type, "data") == 0;
-        l->nin = d->ninputs;
-        for (int j = 0; j < d->ninputs; j++) {
-            if (d->inputs[j] < 0 || d->inputs[j] >= i) {
-                rc = pd_err_set(PD_ERECIPE, "layer '%s': bad input index", d->name);
-                goto err;
-            }
-            l->in[j] = &net->layers[d->inputs[j]];
-        }
-        for (int j = 0; j < d->nparams; j++)
-            if ((rc = add_param(net, &d->params[j], &l->p[j])) < 0) goto err;
-        if (l->ops->setup && (rc = l->ops->setup(l)) < 0) {
-            pd_err_wrap(rc, "%s: layer '%s'", d->where ? d->where : r->path, d->name);
+        if ((rc = build_layer(net, i)) < 0) {
+            net->nlayers = i + 1; /* free what was made */
             goto err;
         }
     }
@@ -207,6 +334,16 @@ int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t
         rc = pd_err_set(PD_ERECIPE, "%s: the model has no cost layer", r->path);
         goto err;
     }
+    if (net->predict < -1 || net->predict >= net->nlayers) {
+        rc = pd_err_set(PD_EINVAL, "%s: prediction layer %d is not in the model", r->path, net->predict);
+        goto err;
+    }
+    for (int i = 0; i < r->nmetrics; i++)
+        if (r->metrics[i].layer < 0 || r->metrics[i].layer >= net->nlayers) {
+            rc = pd_err_set(PD_EINVAL, "%s: metric '%s' reads layer %d, not in the model", r->path,
+                            r->metrics[i].name ? r->metrics[i].name : "?", r->metrics[i].layer);
+            goto err;
+        }
     return 0;
 err:
     pd_net_free(net);
@@ -268,8 +405,9 @@ static int upload_ids(pd_layer *l, const int32_t *h, int n, int32_t **dev, int *
     }
     if (n > *cap) {
         l->be->free(*dev);
+        *cap = 0;
         *dev = l->be->alloc((size_t)n * sizeof(int32_t));
-        if (!*dev) return pd_err_set(PD_ENOMEM, "cannot allocate %d ids", n);
+        if (!*dev) return layer_nomem(l, "cannot allocate %d ids", n);
         *cap = n;
     }
     l->be->upload(*dev, h, (size_t)n * sizeof(int32_t));
@@ -338,15 +476,17 @@ int pd_net_bind(pd_net *net, const pd_batch *b)
 
 /* --- forward, backward, update --------------------------------------------- */
 
-double pd_net_forward(pd_net *net)
+int pd_net_forward(pd_net *net, double *cost)
 {
+    int rc;
     for (int i = 0; i < net->nlayers; i++) {
         pd_layer *l = &net->layers[i];
         if (l->is_data) continue;
         l->n = net->n;
-        l->ops->forward(l);
+        if ((rc = l->ops->forward(l)) < 0) return rc;
     }
-    return pd_net_mean(net, net->cost);
+    *cost = pd_net_mean(net, net->cost);
+    return 0;
 }
 
 double pd_net_mean(pd_net *net, int layer)
@@ -382,8 +522,9 @@ static void zero_param_grads(pd_net *net)
     }
 }
 
-void pd_net_backward(pd_net *net)
+int pd_net_backward(pd_net *net)
 {
+    int rc = 0;
     zero_param_grads(net);
     /* only layers the cost depends on take part */
     uint8_t *live = pd_xcalloc((size_t)net->nlayers, 1);
@@ -401,33 +542,35 @@ void pd_net_backward(pd_net *net)
     for (int i = net->cost; i >= 0; i--) {
         pd_layer *l = &net->layers[i];
         if (!live[i] || l->is_data) continue;
-        l->ops->backward(l);
+        if ((rc = l->ops->backward(l)) < 0) break;
     }
     free(live);
+    return rc;
 }
 
 static int ensure_state(pd_net *net, pd_param *p, int type)
 {
     int k = pd_opt_state_floats(type);
     size_t bytes = (size_t)p->rows * p->cols * sizeof(float);
-    if (k >= 1 && !p->s1) {
-        if (!(p->s1 = net->be->alloc(bytes))) return PD_ENOMEM;
-        net->be->zero(p->s1, bytes);
-    }
-    if (k >= 2 && !p->s2) {
-        if (!(p->s2 = net->be->alloc(bytes))) return PD_ENOMEM;
-        net->be->zero(p->s2, bytes);
+    for (int j = 0; j < k && j < 2; j++) {
+        float **s = j ? &p->s2 : &p->s1;
+        if (*s) continue;
+        if (!(*s = net->be->alloc(bytes)))
+            return pd_err_set(PD_ENOMEM, "parameter '%s': cannot allocate the optimizer's state (%dx%d floats)",
+                              p->name, p->rows, p->cols);
+        net->be->zero(*s, bytes);
     }
     return 0;
 }
 
-void pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step)
+int pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step)
 {
     pd_opt_hyper h;
+    int rc;
     pd_opt_hyper_from(&h, o, step);
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
-        PD_ASSERT(ensure_state(net, p, h.type) == 0);
+        if ((rc = ensure_state(net, p, h.type)) < 0) return rc;
         if (!p->sparse) {
             net->be->opt_update(&h, p->w, p->g, p->s1, p->s2, (size_t)p->rows * p->cols);
             continue;
@@ -438,4 +581,5 @@ void pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step)
                                 p->s2 ? p->s2 + off : NULL, (size_t)p->cols);
         }
     }
+    return 0;
 }

@@ -7,15 +7,17 @@
  *     pd_net net;
  *     pd_net_build(&net, &recipe, &pd_backend_cpu, seed);
  *     while (next batch b) {
+ *         double cost;
  *         pd_net_bind(&net, &b);          // data layers take the batch
- *         float cost = pd_net_forward(&net);
+ *         pd_net_forward(&net, &cost);    // each of these returns 0 or PD_E*
  *         pd_net_backward(&net);          // parameter gradients (batch mean)
- *         pd_net_update(&net, &opt);      // or push them to the pservers
+ *         pd_net_update(&net, &opt, step); // or push them to the pservers
  *     }
  *     pd_net_free(&net);
  *
  * Each layer is a file in src/nn/ with a pd_layer_ops table; all its math is
- * done through net->be, so the same code runs on every backend.
+ * done through net->be, so the same code runs on every backend. The driver
+ * of training is src/nn/driver.h.
  */
 #ifndef PD_NET_H
 #define PD_NET_H
@@ -44,11 +46,13 @@ typedef struct pd_net pd_net;
 
 typedef struct pd_layer_ops {
     const char *type;
-    /* check inputs, allocate what does not depend on the batch; 0 or PD_E* */
+    /* check inputs and parameters (kinds, widths, shapes), allocate what does
+     * not depend on the batch; 0 or PD_EINVAL (pd_layer_fail) */
     int (*setup)(pd_layer *l);
-    void (*forward)(pd_layer *l);
+    /* 0, or PD_ENOMEM naming the layer when its outputs cannot be allocated */
+    int (*forward)(pd_layer *l);
     /* add d cost / d input into each input's grad, and into parameters' g */
-    void (*backward)(pd_layer *l);
+    int (*backward)(pd_layer *l);
     void (*free)(pd_layer *l);
 } pd_layer_ops;
 
@@ -99,22 +103,40 @@ void pd_net_free(pd_net *net);
 /* Point the data layers at batch b (uploads it). Fails, naming the slot,
  * when b lacks a slot the model reads or an id is out of range. */
 int pd_net_bind(pd_net *net, const pd_batch *b);
-/* Forward through every layer; returns the mean cost over the batch. */
-double pd_net_forward(pd_net *net);
+/* Forward through every layer; *cost: the mean cost over the batch.
+ * 0, or < 0 when a layer failed (out of memory), naming it. */
+int pd_net_forward(pd_net *net, double *cost);
 /* Mean over the batch of a layer's per-sample output (costs, metrics). */
 double pd_net_mean(pd_net *net, int layer);
-/* Zero parameter gradients, then backpropagate the cost. */
-void pd_net_backward(pd_net *net);
+/* Zero parameter gradients, then backpropagate the cost. 0 or < 0. */
+int pd_net_backward(pd_net *net);
 /* Apply the optimizer to every parameter (local training). step counts
- * updates from 1. */
-void pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step);
+ * updates from 1. 0, or PD_ENOMEM when the optimizer's state cannot be
+ * allocated. */
+int pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step);
 pd_param *pd_net_param(pd_net *net, const char *name);
 
 /* Helpers for layer code. */
-/* Make room for rows rows of out (and grad, unless a data layer). */
+/* Make room for rows rows of out (and grad, unless a data layer); 0, or
+ * PD_ENOMEM with a message naming the layer and the size. */
 int pd_layer_reserve(pd_layer *l, int rows);
+/* Layer-private scratch of n floats / ints, or NULL with a message. */
 float *pd_layer_fscratch(pd_layer *l, size_t n);
 int32_t *pd_layer_iscratch(pd_layer *l, size_t n);
+/* PD_EINVAL with "layer NAME (TYPE) at WHERE: message" */
+int pd_layer_fail(const pd_layer *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Setup checks, 0 or pd_layer_fail(): nin inputs (-1: at least one) and an
+ * output width of size (-1: any); input j gives dense, unsequenced rows of
+ * width (-1: any); input j is an id data layer (kind "id", or "id_list"
+ * too when lists). */
+int pd_layer_check(const pd_layer *l, int nin, int size);
+int pd_layer_need_dense(const pd_layer *l, int j, int width);
+int pd_layer_need_ids(const pd_layer *l, int j, int lists);
+/* Parameter j exists with shape [rows, cols]. */
+int pd_layer_need_param(const pd_layer *l, int j, int rows, int cols);
+/* The setup of cross_entropy, softmax_cross_entropy, classification_error:
+ * a dense prediction of C classes and an id label of range C. */
+int pd_layer_class_setup(pd_layer *l);
 /* Record that rows ids[0..n) of sparse parameter p get gradient (host ids). */
 void pd_param_touch(pd_param *p, const int32_t *ids, int n);
 

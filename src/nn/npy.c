@@ -139,9 +139,40 @@ static void json_number(FILE *f, double v)
     else fprintf(f, "null");
 }
 
+int pd_param_name_check(const char *name)
+{
+    size_t len = name ? strlen(name) : 0;
+    const char *why = NULL;
+    if (len == 0) why = "is empty";
+    else if (len > PD_PARAM_NAME_MAX) why = "is longer than 128 bytes";
+    else if (name[0] == '.') why = "starts with '.'";
+    else if (strchr(name, '/')) why = "contains '/'";
+    for (size_t i = 0; !why && i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c < 0x20 || c == 0x7f) why = "contains a control character";
+        else if (c == '"' || c == '\\') why = "contains a quote or a backslash";
+    }
+    if (!why) return 0;
+    /* print at most 128 bytes of it, control characters as '?' */
+    char shown[PD_PARAM_NAME_MAX + 1];
+    size_t n = len < PD_PARAM_NAME_MAX ? len : PD_PARAM_NAME_MAX;
+    for (size_t i = 0; i < n; i++) shown[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
+    shown[n] = '\0';
+    return pd_err_set(PD_EINVAL, "parameter name '%s'%s %s: it names a file of the model", shown,
+                      n < len ? "..." : "", why);
+}
+
+static int check_names(const pd_net *net, const char *dir)
+{
+    for (int i = 0; i < net->nparams; i++)
+        if (pd_param_name_check(net->params[i].name) < 0) return pd_err_wrap(PD_EINVAL, "model %s", dir);
+    return 0;
+}
+
 int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info)
 {
     int rc;
+    if ((rc = check_names(net, dir)) < 0) return rc;
     char *tmp = pd_xasprintf("%s.tmp", dir);
     if ((rc = pd_mkdir_p(tmp)) < 0) goto out;
     float *host = NULL;
@@ -208,7 +239,7 @@ int pd_model_load(pd_net *net, const char *dir)
 {
     float *host = NULL;
     size_t cap = 0;
-    int rc = 0;
+    int rc = check_names(net, dir);
     for (int i = 0; i < net->nparams && rc == 0; i++) {
         pd_param *p = &net->params[i];
         size_t n = (size_t)p->rows * p->cols;
@@ -223,6 +254,6 @@ int pd_model_load(pd_net *net, const char *dir)
         if (rc == 0) net->be->upload(p->w, host, n * sizeof(float));
     }
     free(host);
-    if (rc < 0) return pd_err_wrap(rc, "loading model %s", dir);
+    if (rc < 0) return rc == PD_EINVAL ? rc : pd_err_wrap(rc, "loading model %s", dir);
     return 0;
 }

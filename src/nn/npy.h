@@ -23,6 +23,13 @@ int pd_npy_write(const char *path, const float *data, int rows, int cols);
 int pd_npy_read(const char *path, float *data, int rows, int cols);
 
 
+/* A parameter's name is a file name in the model's directory: 0, or
+ * PD_EINVAL when it is empty, longer than PD_PARAM_NAME_MAX bytes, starts
+ * with '.', or contains '/', a control character, '"' or '\\'. */
+#define PD_PARAM_NAME_MAX 128
+int pd_param_name_check(const char *name);
+
+/* Both refuse a net with a parameter name pd_param_name_check() refuses. */
 int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info);
 int pd_model_load(pd_net *net, const char *dir);
 

@@ -2,21 +2,33 @@
 #include "net.h"
 #include "../core/pd.h"
 
-static void forward(pd_layer *l)
+static int setup(pd_layer *l)
 {
-    pd_layer *p = l->in[0], *y = l->in[1];
-    l->rows = p->rows;
-    PD_ASSERT(pd_layer_reserve(l, l->rows) == 0);
-    l->be->square_error_forward(l->out, p->out, y->out, l->rows, p->size);
+    int rc;
+    if ((rc = pd_layer_check(l, 2, 1)) < 0 || (rc = pd_layer_need_dense(l, 0, -1)) < 0 ||
+        (rc = pd_layer_need_dense(l, 1, l->in[0]->size)) < 0)
+        return rc;
+    return 0;
 }
 
-static void backward(pd_layer *l)
+static int forward(pd_layer *l)
+{
+    pd_layer *p = l->in[0], *y = l->in[1];
+    int rc;
+    l->rows = p->rows;
+    if ((rc = pd_layer_reserve(l, l->rows)) < 0) return rc;
+    l->be->square_error_forward(l->out, p->out, y->out, l->rows, p->size);
+    return 0;
+}
+
+static int backward(pd_layer *l)
 {
     pd_layer *p = l->in[0], *y = l->in[1];
     if (p->grad) l->be->square_error_backward(p->grad, p->out, y->out, l->rows, p->size);
     /* the label may be a layer too (nn.square_error_cost takes any two dense
      * layers); the cost is symmetric, so its gradient is the same op swapped */
     if (y->grad) l->be->square_error_backward(y->grad, y->out, p->out, l->rows, p->size);
+    return 0;
 }
 
-const pd_layer_ops pd_layer_square_error_cost = {"square_error_cost", NULL, forward, backward, NULL};
+const pd_layer_ops pd_layer_square_error_cost = {"square_error_cost", setup, forward, backward, NULL};

@@ -8,8 +8,7 @@
 #ifndef PD_TRAIN_H
 #define PD_TRAIN_H
 
-#include "net.h"
-#include "../data/reader.h"
+#include "driver.h"
 
 typedef struct pd_train_opts {
     const char *init_model; /* start from this saved model */
@@ -17,16 +16,5 @@ typedef struct pd_train_opts {
 } pd_train_opts;
 
 int pd_train_local(const pd_recipe *r, const pd_train_opts *o);
-
-/* Mean cost and metrics of the net over one pass of rd (the test set).
- * metrics[i] for r->metrics[i]. Returns samples seen, or < 0. */
-long pd_evaluate(pd_net *net, pd_reader *rd, double *cost, double *metrics);
-
-/* After a pass: the test cost (when test is not NULL) and metrics, the pass
- * line in the log, and the model saved to SAVE_DIR/pass-NNNNN. */
-int pd_pass_end(pd_net *net, pd_reader *test, int pass, long samples, double secs, double sum);
-
-/* Open the training / test reader of a recipe for share/nshares. */
-int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size);
 
 #endif

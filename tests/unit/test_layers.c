@@ -11,7 +11,7 @@
  *   - the gradient flowing into every non-data layer the cost depends on
  *     (what the layers above send, before the layer's own backward),
  *
- * with central differences of the mean cost that pd_net_forward() returns
+ * with central differences of the mean cost that fwd() returns
  * (float per-sample costs, summed in double), to a relative error of 1e-3.
  * Inputs are kept away from kinks and ill-conditioned points (relu near 0,
  * ties in max pooling, cos_sim of short vectors).
@@ -23,9 +23,11 @@
 #include "../../src/data/batch.h"
 #include "../../src/nn/net.h"
 #include "../../src/core/rng.h"
+#include "../../src/nn/npy.h"
 
 #include <float.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #define TOL 1e-3
 #define STEP 1e-2
@@ -33,6 +35,15 @@
 /* --- building a model by hand ----------------------------------------------- */
 
 #define MAXL 24
+
+/* pd_net_forward that must succeed: the mean cost */
+static double fwd(pd_net *net)
+{
+    double c = NAN;
+    if (pd_net_forward(net, &c) < 0) pd_test_fail(__FILE__, __LINE__, "pd_net_forward: %s", pd_err_msg());
+    return c;
+}
+
 
 typedef struct model {
     pd_recipe r;
@@ -253,7 +264,7 @@ static void compare(stats *st, const char *what, int idx, double analytic, fd nu
 static double cost_at(pd_net *net, float *x, float v, int from)
 {
     *x = v;
-    if (from < 0) return pd_net_forward(net);
+    if (from < 0) return fwd(net);
     for (int i = from; i < net->nlayers; i++) {
         pd_layer *l = &net->layers[i];
         if (!l->is_data) l->ops->forward(l);
@@ -308,7 +319,7 @@ static void report(const char *what, const stats *st)
 static void gradcheck(pd_net *net)
 {
     char what[96];
-    pd_net_forward(net);
+    fwd(net);
     pd_net_backward(net);
 
     for (int pi = 0; pi < net->nparams; pi++) {
@@ -343,7 +354,7 @@ static void gradcheck(pd_net *net)
         if (!live[k] || lk->is_data) continue;
         /* analytic: what the layers above k send into k's grad (k's own
          * backward would turn it into the gradient of its pre-activation) */
-        pd_net_forward(net);
+        fwd(net);
         for (int i = 0; i < net->nlayers; i++) {
             pd_layer *l = &net->layers[i];
             if (!l->is_data && l->grad) memset(l->grad, 0, (size_t)l->rows * l->size * sizeof(float));
@@ -364,7 +375,7 @@ static void gradcheck(pd_net *net)
     }
     free(live);
     /* leave the net as a plain forward and backward would */
-    pd_net_forward(net);
+    fwd(net);
     pd_net_backward(net);
 }
 
@@ -385,7 +396,7 @@ static void check_model_fair(model *m, int n, uint64_t seed, fair_fn fair)
         bind(&net, &b);
         for (int i = 0; i < net.nparams; i++)
             if (net.params[i].sparse) distinct_values(&net.params[i], seed + i);
-        pd_net_forward(&net);
+        fwd(&net);
         int ok = !fair || fair(&net);
         if (ok) gradcheck(&net);
         pd_net_free(&net);
@@ -667,7 +678,7 @@ PD_TEST(classification_error_forward)
     pd_net net;
     build(&net, &m, 1);
     bind(&net, &b);
-    CHECK_NEAR(pd_net_forward(&net), 0.5, 1e-12);
+    CHECK_NEAR(fwd(&net), 0.5, 1e-12);
     CHECK_EQ_INT(net.layers[e].rows, 4);
     for (int i = 0; i < 4; i++) CHECK_NEAR(net.layers[e].out[i], want[i], 0);
     CHECK_NEAR(pd_net_mean(&net, e), 0.5, 1e-12);
@@ -707,7 +718,7 @@ PD_TEST(fc_forward_by_hand)
         memcpy(pd_net_param(&net, "out.w")->w, w, sizeof w);
         memcpy(pd_net_param(&net, "out.b")->w, bias, sizeof bias);
         bind(&net, &b);
-        double cost = pd_net_forward(&net);
+        double cost = fwd(&net);
         double want[2][2], sq = 0;
         for (int r = 0; r < 2; r++) {
             double s = exp(z[r][0]) + exp(z[r][1]);
@@ -770,7 +781,7 @@ PD_TEST(layers_forward_by_hand)
     build(&net, &m, 1);
     memcpy(pd_net_param(&net, "emb.w")->w, table, sizeof table);
     bind(&net, &b);
-    double cost = pd_net_forward(&net);
+    double cost = fwd(&net);
 
     /* the embedding: one row per id, in order */
     CHECK_EQ_INT(net.layers[e].rows, 6);
@@ -819,7 +830,7 @@ PD_TEST(layers_forward_by_hand)
     }
     build(&net, &m2, 1);
     bind(&net, &b);
-    cost = pd_net_forward(&net);
+    cost = fwd(&net);
     CHECK_NEAR(net.layers[ce].out[0], -log(0.5), 1e-6);
     CHECK_NEAR(net.layers[ce].out[1], -log(0.1), 1e-6);
     CHECK_NEAR(net.layers[sx].out[0], log(exp(0.2) + exp(0.5) + exp(0.3)) - 0.5, 1e-6);
@@ -861,14 +872,14 @@ PD_TEST(net_forward_deterministic)
         same_w &= memcmp(n1.params[i].w, n3.params[i].w, bytes) == 0;
     }
     CHECK(!same_w);
-    double c1 = pd_net_forward(&n1), c2 = pd_net_forward(&n2), c3 = pd_net_forward(&n3);
+    double c1 = fwd(&n1), c2 = fwd(&n2), c3 = fwd(&n3);
     CHECK(c1 == c2);
     CHECK(c1 != c3);
     CHECK(isfinite(c1) && c1 > 0);
-    CHECK(pd_net_forward(&n1) == c1); /* forward has no hidden state */
+    CHECK(fwd(&n1) == c1); /* forward has no hidden state */
     /* backward starts from zero gradients each time, sparse rows included */
     pd_net_backward(&n1);
-    pd_net_forward(&n1);
+    fwd(&n1);
     pd_net_backward(&n1);
     pd_net_backward(&n2);
     for (int i = 0; i < n1.nparams; i++) {
@@ -879,4 +890,190 @@ PD_TEST(net_forward_deterministic)
     pd_net_free(&n2);
     pd_net_free(&n3);
     pd_batch_free(&b);
+}
+
+/* --- failures: allocation, inconsistent descriptions, parameter names ------- */
+
+/* the CPU backend, but nothing over 1 MB can be allocated */
+static void *small_alloc(size_t bytes) { return bytes > (1u << 20) ? NULL : pd_backend_cpu.alloc(bytes); }
+
+PD_TEST(layer_alloc_failure_names_layer)
+{
+    pd_backend be = pd_backend_cpu;
+    be.alloc = small_alloc;
+    model m;
+    model_init(&m);
+    int x = add_data(&m, "x", "dense", 4), y = add_data(&m, "y", "dense", 512);
+    int fc = add_fc(&m, "fc_1", x, 512, "linear");
+    add_cost(&m, "square_error_cost", fc, y);
+    pd_net net;
+    CHECK_EQ_INT(pd_net_build(&net, &m.r, &be, 1), 0);
+    /* 1000 rows (room for 1024) of 512 outputs and as many gradients: 4 MB */
+    pd_batch big, small;
+    fill_batch(&big, &m, 1000, 2);
+    bind(&net, &big);
+    double cost = 0;
+    int rc = pd_net_forward(&net, &cost);
+    CHECK_EQ_INT(rc, PD_ENOMEM);
+    CHECK_CONTAINS(pd_err_msg(), "layer 'fc_1' (fc)");
+    CHECK_CONTAINS(pd_err_msg(), "cannot allocate 4.0 MB");
+    CHECK_CONTAINS(pd_err_msg(), "1024 x 512 outputs");
+    /* the net is still usable with a batch that fits */
+    fill_batch(&small, &m, 8, 3);
+    bind(&net, &small);
+    CHECK_EQ_INT(pd_net_forward(&net, &cost), 0);
+    CHECK(isfinite(cost) && cost > 0);
+    CHECK_EQ_INT(pd_net_backward(&net), 0);
+    pd_net_free(&net);
+    pd_batch_free(&big);
+    pd_batch_free(&small);
+}
+
+/* pd_net_build of m fails with PD_EINVAL, naming layer `name` and where it
+ * was declared, and saying `what` */
+static void build_fails(model *m, int layer, const char *what)
+{
+    pd_net net;
+    char where[32], named[64];
+    snprintf(where, sizeof where, "bad.lua:%d", layer + 10);
+    m->l[layer].where = where;
+    int rc = pd_net_build(&net, &m->r, &pd_backend_cpu, 1);
+    if (rc == 0) pd_test_fail(__FILE__, __LINE__, "layer '%s' (%s) was accepted", m->l[layer].name, what);
+    CHECK_EQ_INT(rc, PD_EINVAL);
+    snprintf(named, sizeof named, "%s: layer '%s' (%s)", where, m->l[layer].name, m->l[layer].type);
+    CHECK_CONTAINS(pd_err_msg(), named);
+    CHECK_CONTAINS(pd_err_msg(), what);
+    m->l[layer].where = NULL;
+}
+
+PD_TEST(setup_rejects_inconsistent_shapes)
+{
+    model m;
+    int a, b, c, l;
+
+    model_init(&m); /* concat: the inputs' widths add up to 5, not 6 */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "dense", 2);
+    l = add_layer(&m, "concat", "cat", 6, a, b);
+    build_fails(&m, l, "has width 6, its inputs 5 together");
+
+    model_init(&m); /* cos_sim of widths 3 and 4 */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "dense", 4);
+    l = add_layer(&m, "cos_sim", "cs", 1, a, b);
+    build_fails(&m, l, "input 2 'b' has width 4, expected 3");
+
+    model_init(&m); /* cos_sim of width 2 */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "dense", 3);
+    l = add_layer(&m, "cos_sim", "cs", 2, a, b);
+    build_fails(&m, l, "has width 2, expected 1");
+
+    model_init(&m); /* square error of a 3-wide prediction and a 2-wide label */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "dense", 2);
+    l = add_cost(&m, "square_error_cost", a, b);
+    build_fails(&m, l, "input 2 'b' has width 2, expected 3");
+
+    model_init(&m); /* cross entropy with a dense label */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "dense", 1);
+    l = add_cost(&m, "cross_entropy", a, b);
+    build_fails(&m, l, "input 2 'b' must be an id data layer");
+
+    model_init(&m); /* classification error: 5 classes of label, 3 of prediction */
+    a = add_data(&m, "a", "dense", 3), b = add_data(&m, "b", "id", 5);
+    l = add_layer(&m, "classification_error", "err", 1, a, b);
+    build_fails(&m, l, "label 'b' has 5 classes but prediction 'a' has width 3");
+
+    model_init(&m); /* softmax cross entropy on ids */
+    a = add_data(&m, "a", "id", 3), b = add_data(&m, "b", "id", 3);
+    l = add_cost(&m, "softmax_cross_entropy", a, b);
+    build_fails(&m, l, "input 1 'a' holds ids (id), a dense input is needed");
+
+    model_init(&m); /* fc whose weight is [4, 2] over a 3-wide input */
+    a = add_data(&m, "a", "dense", 3);
+    l = add_layer(&m, "fc", "fc_w", 2, a, -1);
+    add_param(&m, l, "fc_w.w", 4, 2, 0);
+    build_fails(&m, l, "parameter 'fc_w.w' is 4x2, expected 3x2");
+
+    model_init(&m); /* fc whose bias is [1, 3] for width 2 */
+    a = add_data(&m, "a", "dense", 3);
+    l = add_layer(&m, "fc", "fc_b", 2, a, -1);
+    add_param(&m, l, "fc_b.w", 3, 2, 0);
+    add_param(&m, l, "fc_b.b", 1, 3, 0);
+    build_fails(&m, l, "parameter 'fc_b.b' is 1x3, expected 1x2");
+
+    model_init(&m); /* fc over ids */
+    a = add_data(&m, "a", "id", 3);
+    l = add_layer(&m, "fc", "fc_i", 2, a, -1);
+    add_param(&m, l, "fc_i.w", 1, 2, 0);
+    build_fails(&m, l, "holds ids");
+
+    model_init(&m); /* embedding table of 5 rows for ids in [0, 6) */
+    a = add_data(&m, "a", "id", 6);
+    l = add_layer(&m, "embedding", "emb", 4, a, -1);
+    add_param(&m, l, "emb.w", 5, 4, 1);
+    build_fails(&m, l, "parameter 'emb.w' is 5x4, expected 6x4");
+
+    model_init(&m); /* embedding of a dense layer */
+    a = add_data(&m, "a", "dense", 6);
+    l = add_layer(&m, "embedding", "emb", 4, a, -1);
+    add_param(&m, l, "emb.w", 6, 4, 1);
+    build_fails(&m, l, "input 1 'a' must be an id or id_list data layer");
+
+    model_init(&m); /* seq_pool of a plain dense layer */
+    a = add_data(&m, "a", "dense", 4);
+    l = add_seq_pool(&m, "pool", a, "sum");
+    build_fails(&m, l, "input 'a' is not a sequence of vectors");
+
+    model_init(&m); /* seq_pool wider than its sequence */
+    a = add_data(&m, "a", "id_list", 6);
+    c = add_embedding(&m, "emb", a, 4);
+    l = add_seq_pool(&m, "pool", c, "max");
+    m.l[l].size = 5;
+    build_fails(&m, l, "has width 5, its input 'emb' 4");
+
+    model_init(&m); /* an input that is not an earlier layer */
+    a = add_data(&m, "a", "dense", 3);
+    l = add_layer(&m, "concat", "cat", 3, a, -1);
+    m.l[l].inputs[0] = l;
+    build_fails(&m, l, "input 1 is layer 1, not one before it");
+}
+
+PD_TEST(param_name_refused)
+{
+    static const char *bad[] = {"../x", "", ".x", "a/b", "a\nb", "a\"b"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_EQ_INT(pd_param_name_check(bad[i]), PD_EINVAL);
+    char lng[200];
+    memset(lng, 'a', sizeof lng - 1);
+    lng[sizeof lng - 1] = '\0';
+    CHECK_EQ_INT(pd_param_name_check(lng), PD_EINVAL);
+    CHECK_CONTAINS(pd_err_msg(), "longer than 128 bytes");
+    lng[128] = '\0';
+    CHECK_EQ_INT(pd_param_name_check(lng), 0);
+    CHECK_EQ_INT(pd_param_name_check("fc_0.w_0"), 0);
+
+    /* a description naming a parameter "../x" is refused when the net is built */
+    model m;
+    model_init(&m);
+    int a = add_data(&m, "a", "dense", 3), y = add_data(&m, "y", "dense", 1);
+    int fc = add_fc_w(&m, "fc", a, 1, "linear", "../x");
+    add_cost(&m, "square_error_cost", fc, y);
+    pd_net net;
+    CHECK_EQ_INT(pd_net_build(&net, &m.r, &pd_backend_cpu, 1), PD_EINVAL);
+    CHECK_CONTAINS(pd_err_msg(), "layer 'fc' (fc)");
+    CHECK_CONTAINS(pd_err_msg(), "parameter name '../x' starts with '.'");
+
+    /* and a net whose parameter became "../x" is neither saved nor loaded */
+    snprintf(m.pname[fc][0], sizeof m.pname[0][0], "fc.w");
+    build(&net, &m, 1);
+    free(net.params[0].name);
+    net.params[0].name = pd_xstrdup("../x");
+    char *dir = pd_xasprintf("%s/out/pass-00000", pd_test_dir());
+    pd_model_info info = {.pass = 0, .train_cost = 1, .test_cost = 1, .samples = 1};
+    CHECK_EQ_INT(pd_model_save(&net, dir, &info), PD_EINVAL);
+    CHECK_CONTAINS(pd_err_msg(), "'../x'");
+    char *outside = pd_xasprintf("%s/out/x.npy", pd_test_dir());
+    CHECK(access(outside, F_OK) != 0);
+    CHECK(access(dir, F_OK) != 0);
+    CHECK_EQ_INT(pd_model_load(&net, dir), PD_EINVAL);
+    free(outside);
+    free(dir);
+    pd_net_free(&net);
 }

@@ -241,6 +241,14 @@ PD_TEST(opt_hyper_from_desc)
     CHECK_EQ_INT(h.t, 7);
 }
 
+/* pd_net_forward that must succeed: the mean cost */
+static double fwd(pd_net *net)
+{
+    double c = NAN;
+    if (pd_net_forward(net, &c) < 0) pd_test_fail(__FILE__, __LINE__, "pd_net_forward: %s", pd_err_msg());
+    return c;
+}
+
 /* --- pd_net_update on a sparse table ------------------------------------------ */
 
 /* id(6) -> embedding(3, sparse) -> fc linear(2) -> square_error_cost(y) */
@@ -299,7 +307,7 @@ static void sparse_step(pd_net *net, small_net *s, const int32_t *ids, int n, co
     pd_batch b;
     small_batch(&b, s, ids, n);
     CHECK(pd_net_bind(net, &b) == 0);
-    pd_net_forward(net);
+    fwd(net);
     pd_net_backward(net);
 
     pd_param *t = pd_net_param(net, "emb.w");

@@ -1,0 +1,230 @@
+/* driver.c - the training loop shared by local and distributed training. */
+#include "driver.h"
+#include "npy.h"
+#include "../core/log.h"
+#include "../core/pd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size)
+{
+    pd_reader_opts o = {
+        .part = part,
+        .share = share,
+        .nshares = nshares,
+        .batch_size = batch_size,
+        .shuffle = part == PD_PART_TRAIN ? r->shuffle_buffer : 0,
+        .seed = (uint64_t)r->seed + (uint64_t)share * 1000003u,
+        .passes = r->passes,
+    };
+    return pd_reader_open(rd, r, &o);
+}
+
+long pd_evaluate(pd_net *net, pd_reader *rd, double *cost, double *metrics)
+{
+    const pd_recipe *r = net->r;
+    double sum = 0, *msum = pd_xcalloc((size_t)r->nmetrics + 1, sizeof *msum);
+    long n = 0;
+    pd_batch *b;
+    int rc;
+    while ((rc = pd_reader_next(rd, &b)) == 1) {
+        double c;
+        if ((rc = pd_net_bind(net, b)) < 0 || (rc = pd_net_forward(net, &c)) < 0) {
+            pd_reader_release(rd, b);
+            break;
+        }
+        sum += c * b->n;
+        for (int i = 0; i < r->nmetrics; i++) msum[i] += pd_net_mean(net, r->metrics[i].layer) * b->n;
+        n += b->n;
+        pd_reader_release(rd, b);
+    }
+    if (rc < 0) {
+        free(msum);
+        return rc;
+    }
+    *cost = n ? sum / n : NAN;
+    for (int i = 0; i < r->nmetrics && metrics; i++) metrics[i] = n ? msum[i] / n : NAN;
+    free(msum);
+    return n;
+}
+
+static void metrics_text(const pd_recipe *r, const double *m, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < r->nmetrics; i++) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, len - l, ", %s %.6g", r->metrics[i].name, m[i]);
+    }
+}
+
+/* ", test cost C, metric M..., test rmse R" of the model on the test set */
+static int test_text(pd_net *net, pd_reader *test, double *test_cost, char *buf, size_t len)
+{
+    const pd_recipe *r = net->r;
+    double *tm = pd_xcalloc((size_t)r->nmetrics + 1, sizeof *tm);
+    long n = pd_evaluate(net, test, test_cost, tm);
+    if (n < 0) {
+        free(tm);
+        return (int)n;
+    }
+    snprintf(buf, len, ", test cost %.6g", *test_cost);
+    metrics_text(r, tm, buf + strlen(buf), len - strlen(buf));
+    free(tm);
+    /* a square error on one output: its root is the error in the label's units (stars) */
+    const pd_layer_desc *costl = &r->layers[r->cost];
+    if (!strcmp(costl->type, "square_error_cost") && r->layers[costl->inputs[0]].size == 1)
+        snprintf(buf + strlen(buf), len - strlen(buf), ", test rmse %.4f", sqrt(*test_cost));
+    return 0;
+}
+
+int pd_pass_end(pd_net *net, pd_reader *test, int save, int pass, long samples, double secs, double sum)
+{
+    const pd_recipe *r = net->r;
+    double test_cost = NAN;
+    char ttext[320] = "";
+    int rc;
+    if (test && (rc = test_text(net, test, &test_cost, ttext, sizeof ttext)) < 0) return rc;
+    PD_INFO("pass %d done: %ld samples in %.2f s (%.0f samples/s), train cost %.6g%s", pass, samples, secs,
+            samples / secs, samples ? sum / samples : NAN, ttext);
+    if (!save) return 0;
+    char *dir = pd_xasprintf("%s/pass-%05d", r->save_dir, pass);
+    pd_model_info info = {.pass = pass, .train_cost = samples ? sum / samples : NAN, .test_cost = test_cost,
+                          .samples = samples};
+    rc = pd_model_save(net, dir, &info);
+    if (rc == 0) PD_INFO("model saved to %s", dir);
+    free(dir);
+    return rc;
+}
+
+/* --- the loop ---------------------------------------------------------------- */
+
+typedef struct pass_state {
+    int pass, batch;
+    double t0, sum, period_sum;
+    long samples, period_n;
+    double last_progress;
+    int tty, shown;
+} pass_state;
+
+/* One batch: bind, forward, backward, the caller's step; the cost summed. */
+static int one_batch(pd_driver *d, pass_state *s, const pd_batch *b)
+{
+    pd_net *net = d->net;
+    const pd_step_ops *ops = d->ops;
+    double cost;
+    int rc;
+    if ((rc = pd_net_bind(net, b)) < 0) return rc;
+    if (ops->before_forward && (rc = ops->before_forward(d->ctx, net)) < 0) return rc;
+    if ((rc = pd_net_forward(net, &cost)) < 0) return rc;
+    if (!isfinite(cost))
+        return pd_err_set(PD_EINVAL, "pass %d, batch %d: the cost is %g; lower the learning rate (now %g)",
+                          s->pass, s->batch, cost, d->r->optimizer.learning_rate);
+    if ((rc = pd_net_backward(net)) < 0) return rc;
+    if ((rc = ops->step(d->ctx, net, d->steps + 1)) < 0) return rc;
+    d->steps++;
+    s->sum += cost * b->n;
+    s->period_sum += cost * b->n;
+    s->samples += b->n;
+    s->period_n += b->n;
+    s->batch++;
+    return 0;
+}
+
+/* The seeds' check line: the test cost after 10 steps. The evaluation uses
+ * up one pass of the test reader, so it is opened again. */
+static int check_line(pd_driver *d)
+{
+    double tc = NAN;
+    int rc;
+    if (d->ops->sync_model && (rc = d->ops->sync_model(d->ctx, d->net)) < 0) return rc;
+    long n = pd_evaluate(d->net, d->test, &tc, NULL);
+    if (n < 0) return (int)n;
+    PD_INFO("step 10, loss: [%.9g]", tc);
+    pd_reader_close(d->test);
+    d->test = NULL;
+    return pd_open_reader(&d->test, d->r, PD_PART_TEST, 0, 1, d->r->batch_size);
+}
+
+/* After a batch: the progress line on a terminal, the log line every
+ * log_period batches, the check line at step 10. */
+static int after_batch(pd_driver *d, pass_state *s)
+{
+    const pd_recipe *r = d->r;
+    if (s->tty && pd_now() - s->last_progress > 0.5) {
+        /* rewritten in place */
+        fprintf(stderr, "\rpass %d  batch %d  cost %.5g  %.0f samples/s\033[K", s->pass, s->batch,
+                s->sum / s->samples, s->samples / (pd_now() - s->t0));
+        s->last_progress = pd_now();
+        s->shown = 1;
+    }
+    if (s->batch % r->log_period == 0) {
+        if (s->shown) {
+            fprintf(stderr, "\r\033[K");
+            s->shown = 0;
+        }
+        PD_INFO("pass %d, batch %d, cost %.6g, %.0f samples/s", s->pass, s->batch, s->period_sum / s->period_n,
+                s->samples / (pd_now() - s->t0));
+        s->period_sum = 0;
+        s->period_n = 0;
+    }
+    if (d->save && d->test && s->pass == 0 && d->steps == 10) return check_line(d);
+    return 0;
+}
+
+/* One pass over the training data (or its first max_batches batches). */
+static int run_pass(pd_driver *d, pass_state *s)
+{
+    pd_batch *b;
+    int rc;
+    while ((rc = pd_reader_next(d->train, &b)) == 1) {
+        if (d->stop && *d->stop)
+            rc = pd_err_set(PD_EINTR, "interrupted");
+        else
+            rc = one_batch(d, s, b);
+        pd_reader_release(d->train, b);
+        if (rc < 0 || (rc = after_batch(d, s)) < 0) break;
+        if (d->r->max_batches && s->batch >= d->r->max_batches) {
+            /* drain the rest of the pass */
+            while ((rc = pd_reader_next(d->train, &b)) == 1) pd_reader_release(d->train, b);
+            break;
+        }
+    }
+    if (s->shown) {
+        fprintf(stderr, "\r\033[K");
+        s->shown = 0;
+    }
+    return rc;
+}
+
+static int end_pass(pd_driver *d, pass_state *s)
+{
+    const pd_step_ops *ops = d->ops;
+    int rc;
+    if (ops->pass_end && (rc = ops->pass_end(d->ctx, d->net, s->pass)) < 0) return rc;
+    double secs = pd_now() - s->t0;
+    if (d->save && ops->sync_model && (rc = ops->sync_model(d->ctx, d->net)) < 0) return rc;
+    rc = pd_pass_end(d->net, d->save ? d->test : NULL, d->save, s->pass, s->samples, secs, s->sum);
+    if (rc < 0) return rc;
+    if (ops->pass_done && (rc = ops->pass_done(d->ctx, d->net, s->pass)) < 0) return rc;
+    if (pd_reader_skipped(d->train))
+        PD_WARN("%ld malformed lines skipped so far (data.on_error = \"skip\")", pd_reader_skipped(d->train));
+    return 0;
+}
+
+int pd_drive(pd_driver *d)
+{
+    int rc = 0, tty = isatty(2);
+    double last_progress = pd_now();
+    for (int pass = 0; pass < d->r->passes && rc == 0; pass++) {
+        pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .tty = tty};
+        if ((rc = run_pass(d, &s)) < 0) break;
+        if (d->stop && *d->stop) rc = pd_err_set(PD_EINTR, "interrupted");
+        else rc = end_pass(d, &s);
+        last_progress = s.last_progress;
+    }
+    return rc;
+}

@@ -1,0 +1,62 @@
+/*
+ * driver.h - THE training loop: passes, batches, logging, the progress line,
+ * NaN detection, test evaluation and the pass end, shared by local training
+ * and the trainers of a distributed job. What happens to the gradients is
+ * the caller's: a table of callbacks with a context pointer.
+ *
+ *     static int update(void *ctx, pd_net *net, long step) { ... }
+ *     static const pd_step_ops local = {.step = update};
+ *     pd_driver d = {.r = r, .net = &net, .train = train, .test = test,
+ *                    .save = 1, .stop = stop, .ops = &local, .ctx = NULL};
+ *     rc = pd_drive(&d);
+ */
+#ifndef PD_DRIVER_H
+#define PD_DRIVER_H
+
+#include "net.h"
+#include "../data/reader.h"
+
+/* Callbacks of one training step; every one returns 0 or PD_E*, and any but
+ * step may be NULL. */
+typedef struct pd_step_ops {
+    /* the batch is bound; before forward (pull the rows it uses) */
+    int (*before_forward)(void *ctx, pd_net *net);
+    /* after backward: apply the gradients or exchange them; step counts from 1 */
+    int (*step)(void *ctx, pd_net *net, long step);
+    /* make net hold the current model before it is evaluated or saved */
+    int (*sync_model)(void *ctx, pd_net *net);
+    /* a pass of the training data is over, before its pass line */
+    int (*pass_end)(void *ctx, pd_net *net, int pass);
+    /* after the pass line (and the model's save when d->save) */
+    int (*pass_done)(void *ctx, pd_net *net, int pass);
+} pd_step_ops;
+
+typedef struct pd_driver {
+    const pd_recipe *r;
+    pd_net *net;
+    pd_reader *train;
+    pd_reader *test;        /* NULL: no test cost; owned by the driver */
+    int save;               /* evaluate test and save the model after each pass */
+    volatile int *stop;     /* set by a signal handler: stop cleanly */
+    const pd_step_ops *ops;
+    void *ctx;
+    long steps;             /* out: steps done */
+} pd_driver;
+
+/* Train r->passes passes. Returns 0, PD_EINTR when *stop was set, or the
+ * first error. d->test may be replaced (reopened) on the way. */
+int pd_drive(pd_driver *d);
+
+/* Mean cost and metrics of the net over one pass of rd (the test set).
+ * metrics[i] for r->metrics[i]. Returns samples seen, or < 0. */
+long pd_evaluate(pd_net *net, pd_reader *rd, double *cost, double *metrics);
+
+/* After a pass: the test cost (when test is not NULL) and metrics, the pass
+ * line in the log, and, when save, the model saved to SAVE_DIR/pass-NNNNN. */
+int pd_pass_end(pd_net *net, pd_reader *test, int save, int pass, long samples, double secs, double sum);
+
+/* Open the training / test reader of a recipe for share/nshares. stop may
+ * be NULL. */
+int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size);
+
+#endif
