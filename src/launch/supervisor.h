@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define PD_STOP_GRACE 4.0  /* seconds from SIGTERM (channel EOF) to SIGKILL */
-#define PD_KILL_WAIT 2.0   /* seconds for what SIGKILL ended to be reaped */
+#define PD_KILL_WAIT 1.0   /* seconds for what SIGKILL ended to be reaped */
 #define PD_LINE_MAX 4096   /* a longer output line is cut into pieces this long */
 
 /* --- lines: the one splitter of output streams into lines ------------------ */
