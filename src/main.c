@@ -17,9 +17,9 @@
 #include "nn/net.h"
 #include "nn/train.h"
 #include "launch/env.h"
-#include "launch/local.h"
 #include "launch/remote.h"
 #include "launch/secret.h"
+#include "launch/supervisor.h"
 #include "ps/server.h"
 #include "ps/trainer.h"
 #include "core/crypto.h"
@@ -262,140 +262,174 @@ static int nic_addr(const char *nic, char *buf, size_t len)
     return rc;
 }
 
-static void role_signals(void)
+/* What the launcher's processes share: the command line, the recipe, the
+ * job secret. */
+typedef struct role_cmd {
+    pd_cli cli;
+    pd_recipe r;
+    int loaded;
+    uint8_t secret[PD_SECRET];
+} role_cmd;
+
+/* Parse the command line and load the recipe. Returns 0 or the exit status
+ * (said); role_close() either way. */
+static int role_open(role_cmd *c, const char *cmd, int argc, char **argv, const char *const *known)
 {
+    memset(c, 0, sizeof *c);
+    int rc = pd_cli_parse(&c->cli, cmd, argc, argv, 1, 1, known);
+    if (rc) return rc;
+    if ((rc = load_recipe(&c->r, &c->cli)) == 0) c->loaded = 1;
+    return rc;
+}
+
+/* Ready to run role `log_role` ("pserver", "trainer"): its log opened under
+ * --log_dir, the secret read from --secret_fd (or the environment), SIGINT
+ * and SIGTERM set the stop flag. log_role NULL (the node agent): the secret
+ * is the first line of stdin, which stays open after it. Returns 0 or the
+ * exit status (said). */
+static int role_ready(role_cmd *c, const char *log_role)
+{
+    int rc, fd;
+    if (!log_role) {
+        char line[2 * PD_SECRET + 2];
+        size_t got = 0;
+        while (got < sizeof line - 1) { /* one byte at a time: stdin stays ours after */
+            ssize_t n = read(0, line + got, 1);
+            if (n <= 0 || line[got] == '\n') break;
+            got++;
+        }
+        line[got] = '\0';
+        if (pd_unhex(line, c->secret, PD_SECRET) < 0) {
+            fprintf(stderr, "paddle node: internal command of the launcher (needs --endpoints and the secret on stdin)\n");
+            return 2;
+        }
+        return 0;
+    }
+    if ((rc = pd_cli_int(&c->cli, log_role, "secret_fd", -1, 0, 1 << 20, &fd))) return rc;
+    const char *dir = pd_cli_opt(&c->cli, "log_dir");
+    if (dir) {
+        char *path = pd_xasprintf("%s/paddle_%s.INFO", dir, log_role);
+        rc = pd_log_open(path);
+        free(path);
+        if (rc < 0) {
+            fprintf(stderr, "paddle: %s\n", pd_err_msg());
+            return 1;
+        }
+    }
+    if (pd_secret_read(fd, c->secret) < 0) {
+        PD_ERROR("%s", pd_err_msg());
+        return 1;
+    }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    return 0;
 }
 
-static int open_role_log(const pd_cli *cli, const char *role)
+static void role_close(role_cmd *c)
 {
-    const char *dir = pd_cli_opt(cli, "log_dir");
-    if (!dir) return 0;
-    char *path = pd_xasprintf("%s/paddle_%s.INFO", dir, role);
-    int rc = pd_log_open(path);
-    free(path);
-    if (rc < 0) fprintf(stderr, "paddle: %s\n", pd_err_msg());
-    return rc < 0 ? 1 : 0;
+    if (c->loaded) pd_recipe_free(&c->r);
+    pd_cli_free(&c->cli);
 }
 
 static int cmd_pserver(int argc, char **argv)
 {
     static const char *const known[] = {"pserver_id", "port", "bind", "init_shard", "secret_fd", "ready_fd",
                                         "log_dir", "idle_timeout", NULL};
-    pd_cli cli;
-    pd_recipe r;
-    int rc = pd_cli_parse(&cli, "pserver", argc, argv, 1, 1, known);
-    if (rc) return rc;
+    role_cmd c;
     pd_server_opts o = {0};
-    int secret_fd, idle;
-    if ((rc = load_recipe(&r, &cli)) != 0) goto out_cli;
-    if ((rc = pd_cli_int(&cli, "pserver", "pserver_id", 0, 0, r.pservers - 1, &o.id)) ||
-        (rc = pd_cli_int(&cli, "pserver", "port", r.port, 0, 65535, &o.port)) ||
-        (rc = pd_cli_int(&cli, "pserver", "secret_fd", -1, 0, 1 << 20, &secret_fd)) ||
-        (rc = pd_cli_int(&cli, "pserver", "ready_fd", -1, 0, 1 << 20, &o.ready_fd)) ||
-        (rc = pd_cli_int(&cli, "pserver", "idle_timeout", 0, 0, 1 << 30, &idle)) || (rc = open_role_log(&cli, "pserver")))
-        goto out;
-    o.npservers = r.pservers;
-    o.ntrainers = r.trainers;
-    o.idle_timeout = idle;
-    o.init_shard = pd_cli_opt(&cli, "init_shard");
-    o.bind_addr = pd_cli_opt(&cli, "bind");
     char addr[64];
-    if (!o.bind_addr && r.nic) {
-        if (nic_addr(r.nic, addr, sizeof addr) < 0) {
-            PD_ERROR("%s", pd_err_msg());
-            rc = 1;
-            goto out;
-        }
-        o.bind_addr = addr;
-    }
-    if (pd_secret_read(secret_fd, o.secret) < 0) {
-        PD_ERROR("%s", pd_err_msg());
-        rc = 1;
+    int idle = 0, rc = role_open(&c, "pserver", argc, argv, known);
+    if (rc == 0 && ((rc = pd_cli_int(&c.cli, "pserver", "pserver_id", 0, 0, c.r.pservers - 1, &o.id)) ||
+                    (rc = pd_cli_int(&c.cli, "pserver", "port", c.r.port, 0, 65535, &o.port)) ||
+                    (rc = pd_cli_int(&c.cli, "pserver", "ready_fd", -1, 0, 1 << 20, &o.ready_fd)) ||
+                    (rc = pd_cli_int(&c.cli, "pserver", "idle_timeout", 0, 0, 1 << 30, &idle))))
         goto out;
+    if (rc == 0) {
+        o.idle_timeout = idle;
+        o.init_shard = pd_cli_opt(&c.cli, "init_shard");
+        o.bind_addr = pd_cli_opt(&c.cli, "bind");
+        if (!o.bind_addr && c.r.nic) {
+            if (nic_addr(c.r.nic, addr, sizeof addr) < 0) {
+                PD_ERROR("%s", pd_err_msg());
+                rc = 1;
+                goto out;
+            }
+            o.bind_addr = addr;
+        }
+        rc = role_ready(&c, "pserver");
     }
-    pd_job_id(o.secret, o.job);
-    role_signals();
-    o.stop = &stop_flag;
-    if (pd_server_run(&r, &o) < 0) {
-        PD_ERROR("pserver %d: %s", o.id, pd_err_msg());
-        rc = 1;
+    if (rc == 0) {
+        o.npservers = c.r.pservers;
+        o.ntrainers = c.r.trainers;
+        memcpy(o.secret, c.secret, PD_SECRET);
+        pd_job_id(o.secret, o.job);
+        o.stop = &stop_flag;
+        if (pd_server_run(&c.r, &o) < 0) {
+            PD_ERROR("pserver %d: %s", o.id, pd_err_msg());
+            rc = 1;
+        }
     }
 out:
-    pd_recipe_free(&r);
-out_cli:
-    pd_cli_free(&cli);
+    role_close(&c);
     return rc;
 }
 
 static int cmd_trainer(int argc, char **argv)
 {
     static const char *const known[] = {"trainer_id", "pservers", "secret_fd", "log_dir", "init_model", NULL};
-    pd_cli cli;
-    pd_recipe r;
-    int rc = pd_cli_parse(&cli, "trainer", argc, argv, 1, 1, known);
-    if (rc) return rc;
+    role_cmd c;
     pd_trainer_opts o = {0};
-    int secret_fd;
-    if ((rc = load_recipe(&r, &cli)) != 0) goto out_cli;
-    const char *eps = pd_cli_opt(&cli, "pservers");
-    if (!eps) {
+    int rc = role_open(&c, "trainer", argc, argv, known);
+    const char *eps = rc ? NULL : pd_cli_opt(&c.cli, "pservers");
+    if (rc == 0 && !eps) {
         fprintf(stderr, "paddle trainer: --pservers=HOST:PORT,... is required\n");
         rc = 2;
-        goto out;
-    }
-    if (pd_endpoints_parse(eps, r.port, &o.pservers, &o.npservers) < 0) {
+    } else if (rc == 0 && pd_endpoints_parse(eps, c.r.port, &o.pservers, &o.npservers) < 0) {
         fprintf(stderr, "paddle trainer: %s\n", pd_err_msg());
         rc = 2;
-        goto out;
     }
-    if ((rc = pd_cli_int(&cli, "trainer", "trainer_id", 0, 0, r.trainers - 1, &o.id)) ||
-        (rc = pd_cli_int(&cli, "trainer", "secret_fd", -1, 0, 1 << 20, &secret_fd)) || (rc = open_role_log(&cli, "trainer")))
-        goto out;
-    o.ntrainers = r.trainers;
-    o.init_model = pd_cli_opt(&cli, "init_model");
-    if (pd_secret_read(secret_fd, o.secret) < 0) {
-        PD_ERROR("%s", pd_err_msg());
-        rc = 1;
-        goto out;
+    if (rc == 0 && !(rc = pd_cli_int(&c.cli, "trainer", "trainer_id", 0, 0, c.r.trainers - 1, &o.id)))
+        rc = role_ready(&c, "trainer");
+    if (rc == 0) {
+        o.ntrainers = c.r.trainers;
+        o.init_model = pd_cli_opt(&c.cli, "init_model");
+        memcpy(o.secret, c.secret, PD_SECRET);
+        pd_job_id(o.secret, o.job);
+        o.stop = &stop_flag;
+        if (pd_trainer_run(&c.r, &o) < 0) {
+            PD_ERROR("trainer %d: %s", o.id, pd_err_msg());
+            rc = 1;
+        }
     }
-    pd_job_id(o.secret, o.job);
-    role_signals();
-    o.stop = &stop_flag;
-    if (pd_trainer_run(&r, &o) < 0) {
-        PD_ERROR("trainer %d: %s", o.id, pd_err_msg());
-        rc = 1;
-    }
-out:
     free(o.pservers);
-    pd_recipe_free(&r);
-out_cli:
-    pd_cli_free(&cli);
+    role_close(&c);
     return rc;
 }
 
+/* `paddle run`: without hosts, one agent in this process over every role of
+ * the plan; with hosts, the SSH launcher (one agent per node). */
 static int cmd_run(int argc, char **argv)
 {
     static const char *const known[] = {"init_model", "accept-new-host-keys!", NULL};
-    pd_cli cli;
-    pd_recipe r;
-    int rc = pd_cli_parse(&cli, "run", argc, argv, 1, 1, known);
-    if (rc) return rc;
-    if ((rc = load_recipe(&r, &cli)) == 0) {
-        if (r.nhosts > 0) {
-            pd_remote_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .cluster = cli.cluster,
-                                .accept_new = pd_cli_opt(&cli, "accept-new-host-keys") != NULL};
-            rc = pd_remote_run(&r, &o);
-        } else {
-            pd_local_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .cluster = cli.cluster};
-            rc = pd_local_run(&r, &o);
-        }
-        pd_recipe_free(&r);
+    role_cmd c;
+    pd_plan plan = {0};
+    int rc = role_open(&c, "run", argc, argv, known);
+    if (rc == 0 && c.r.nhosts > 0) {
+        pd_remote_opts o = {.init_model = pd_cli_opt(&c.cli, "init_model"), .cluster = c.cli.cluster,
+                            .accept_new = pd_cli_opt(&c.cli, "accept-new-host-keys") != NULL};
+        rc = pd_remote_run(&c.r, &o);
+    } else if (rc == 0 && pd_plan_make(&plan, &c.r) < 0) {
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        rc = 2;
+    } else if (rc == 0) {
+        pd_agent_opts o = {.roles = plan.roles, .nroles = plan.nroles, .upstream_fd = -1,
+                           .init_model = pd_cli_opt(&c.cli, "init_model"), .cluster = c.cli.cluster};
+        rc = pd_agent_run(&c.r, &o);
     }
-    pd_cli_free(&cli);
+    pd_plan_free(&plan);
+    role_close(&c);
     return rc;
 }
 
@@ -405,49 +439,25 @@ static int cmd_run(int argc, char **argv)
 static int cmd_node(int argc, char **argv)
 {
     static const char *const known[] = {"roles", "endpoints", "node", "init_model", "bind", NULL};
-    pd_cli cli;
-    pd_recipe r;
-    int rc = pd_cli_parse(&cli, "node", argc, argv, 1, 1, known);
-    if (rc) return rc;
-    uint8_t secret[PD_SECRET];
-    char line[256];
-    size_t got = 0;
-    while (got < sizeof line - 1) { /* one byte at a time: stdin stays ours after */
-        ssize_t n = read(0, line + got, 1);
-        if (n <= 0 || line[got] == '\n') break;
-        got++;
-    }
-    line[got] = '\0';
-    pd_role roles[256];
-    int nroles = 0;
-    const char *spec = pd_cli_opt(&cli, "roles"), *eps = pd_cli_opt(&cli, "endpoints");
-    for (const char *p = spec; p && *p && nroles < 256;) {
-        char kind[8];
-        int id, port, used;
-        if (sscanf(p, "%2[a-z]:%d:%d%n", kind, &id, &port, &used) != 3) {
-            fprintf(stderr, "paddle node: bad --roles '%s'\n", spec);
-            rc = 2;
-            goto out;
-        }
-        roles[nroles++] = (pd_role){.kind = strcmp(kind, "ps") ? PD_ROLE_TRAINER : PD_ROLE_PSERVER, .id = id,
-                                    .port = port};
-        p += used;
-        if (*p == ',') p++;
-    }
-    if (!eps || pd_unhex(line, secret, PD_SECRET) < 0) {
+    role_cmd c;
+    pd_role *roles = NULL;
+    int nroles = 0, rc = role_open(&c, "node", argc, argv, known);
+    const char *eps = rc ? NULL : pd_cli_opt(&c.cli, "endpoints");
+    if (rc == 0 && pd_plan_parse_roles(pd_cli_opt(&c.cli, "roles"), &roles, &nroles) < 0) {
+        fprintf(stderr, "paddle node: %s\n", pd_err_msg());
+        rc = 2;
+    } else if (rc == 0 && !eps) {
         fprintf(stderr, "paddle node: internal command of the launcher (needs --endpoints and the secret on stdin)\n");
         rc = 2;
-        goto out;
     }
-    if ((rc = load_recipe(&r, &cli)) == 0) {
-        pd_local_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .cluster = cli.cluster, .agent = 1,
-                           .nroles = nroles, .roles = roles, .endpoints = eps, .secret = secret, .watch_fd = 0,
-                           .bind = pd_cli_opt(&cli, "bind")};
-        rc = pd_local_run(&r, &o);
-        pd_recipe_free(&r);
+    if (rc == 0 && (rc = role_ready(&c, NULL)) == 0) {
+        pd_agent_opts o = {.roles = roles, .nroles = nroles, .endpoints = eps, .secret = c.secret,
+                           .upstream_fd = 0, .bind = pd_cli_opt(&c.cli, "bind"),
+                           .init_model = pd_cli_opt(&c.cli, "init_model"), .cluster = c.cli.cluster};
+        rc = pd_agent_run(&c.r, &o);
     }
-out:
-    pd_cli_free(&cli);
+    free(roles);
+    role_close(&c);
     return rc;
 }
 

@@ -2,6 +2,7 @@
 #include "plan.h"
 #include "../core/pd.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,4 +78,42 @@ void pd_plan_free(pd_plan *p)
 {
     free(p->roles);
     memset(p, 0, sizeof *p);
+}
+
+char *pd_plan_roles_spec(const pd_plan *p, int host)
+{
+    char *spec = pd_xstrdup("");
+    for (int i = 0; i < p->nroles; i++) {
+        const pd_role *ro = &p->roles[i];
+        if (ro->host != host) continue;
+        char *s = pd_xasprintf("%s%s%s:%d:%d", spec, spec[0] ? "," : "", ro->kind == PD_ROLE_PSERVER ? "ps" : "tr",
+                               ro->id, ro->port);
+        free(spec);
+        spec = s;
+    }
+    return spec;
+}
+
+int pd_plan_parse_roles(const char *spec, pd_role **roles, int *n)
+{
+    int cap = 0;
+    *roles = NULL;
+    *n = 0;
+    for (const char *p = spec; p && *p;) {
+        char kind[3];
+        int id, port, used = 0;
+        if (sscanf(p, "%2[a-z]:%d:%d%n", kind, &id, &port, &used) != 3 || used == 0 ||
+            (strcmp(kind, "ps") && strcmp(kind, "tr")) || id < 0 || port < 0 || port > 65535) {
+            free(*roles);
+            *roles = NULL;
+            *n = 0;
+            return pd_err_set(PD_EINVAL, "bad --roles '%s'", spec);
+        }
+        PD_GROW(roles, &cap, *n + 1);
+        (*roles)[(*n)++] = (pd_role){.kind = strcmp(kind, "ps") ? PD_ROLE_TRAINER : PD_ROLE_PSERVER, .id = id,
+                                     .host = -1, .port = port};
+        p += used;
+        if (*p == ',') p++;
+    }
+    return 0;
 }

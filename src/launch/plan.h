@@ -30,6 +30,12 @@ typedef struct pd_plan {
 
 int pd_plan_make(pd_plan *p, const pd_recipe *r);
 void pd_plan_free(pd_plan *p);
+
+/* The roles placed on host `host` as text for `paddle node --roles`:
+ * "ps:0:7164,tr:0:0" (kind:id:port). malloc'd. */
+char *pd_plan_roles_spec(const pd_plan *p, int host);
+/* Parse that text into *roles (malloc'd, *n of them). PD_EINVAL when bad. */
+int pd_plan_parse_roles(const char *spec, pd_role **roles, int *n);
 const char *pd_role_name(int kind);
 
 #endif

@@ -4,10 +4,12 @@
 #include "secret.h"
 #include "shell.h"
 #include "ssh.h"
+#include "supervisor.h"
 #include "../core/buf.h"
 #include "../core/pd.h"
 #include "../ps/proto.h"
 #include "../core/crypto.h"
+#include "../core/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +18,6 @@
 #include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STOP_GRACE 5.0
-
 typedef struct wfile {
     char *rel;              /* path inside the workspace */
     char *local;
@@ -34,24 +33,25 @@ typedef struct wfile {
     int mode;
 } wfile;
 
+typedef struct deploy deploy;
+
 typedef struct node {
     int index;
     const pd_host *h;
+    deploy *d;
     pd_ssh *ssh;
-    pd_ssh_chan *chan;
+    pd_ssh_chan *chan;      /* the agent's, until the supervisor takes it */
+    char *first;            /* what the agent said before the supervisor took it */
+    size_t first_len;
     char *err;              /* what failed while deploying */
     int copied_binary, files_sent, files_cached;
-    char out_line[4096], err_line[4096];
-    size_t out_len, err_len;
-    int out_eof, err_eof, done, status;
-    char *exit_signal;
     double t_ready;
     char *pending_model;    /* node 0: the newest output/pass-N not copied yet */
     char *root, *job;       /* root_dir and the job directory, as absolute paths on the node */
     double last_fetch;
 } node;
 
-typedef struct deploy {
+struct deploy {
     const pd_recipe *r;
     const pd_remote_opts *o;
     const pd_plan *plan;
@@ -68,10 +68,7 @@ typedef struct deploy {
     const char *endpoints;
     uint8_t secret[PD_SECRET];
     pd_ssh_opts sopts;
-} deploy;
-
-static volatile sig_atomic_t got_signal;
-static void on_signal(int sig) { got_signal = sig; }
+};
 
 static int hash_file(const char *path, char *hex)
 {
@@ -162,8 +159,6 @@ static int send_missing(node *n, deploy *d, int a, int b, const char *missing)
     return 0;
 }
 
-static void feed(node *n, deploy *d, const char *buf, size_t k, int is_err);
-
 /* The agent's command line (after `exec`), for node n: every value quoted
  * (shell.h); the binary is "$R/$B" (set by the node script). */
 static void put_word(pd_buf *b, const char *prefix, const char *value)
@@ -180,13 +175,9 @@ static char *agent_cmd(node *n, deploy *d)
     pd_buf t = {0};
     pd_buf_put(&t, "exec \"$R/$B\" node");
     put_word(&t, "", d->recipe_rel);
-    pd_buf_put(&t, " --roles=");
-    for (int i = 0, k = 0; i < d->plan->nroles; i++) {
-        const pd_role *ro = &d->plan->roles[i];
-        if (ro->host != n->index) continue;
-        pd_buf_printf(&t, "%s%s:%d:%d", k++ ? "," : "", ro->kind == PD_ROLE_PSERVER ? "ps" : "tr", ro->id,
-                      ro->port);
-    }
+    char *roles = pd_plan_roles_spec(d->plan, n->index);
+    pd_buf_printf(&t, " --roles=%s", roles);
+    free(roles);
     put_word(&t, "--endpoints=", d->endpoints);
     pd_buf_printf(&t, " --node=%d", n->index);
     if (d->cluster_rel) put_word(&t, "--cluster=", d->cluster_rel);
@@ -224,7 +215,9 @@ static int read_answer(node *n, deploy *d, char **text, char **errtext)
             char *ready = strstr(*text, "\nready\n");
             if (ready || !strncmp(*text, "ready\n", 6)) {
                 char *rest = ready ? ready + 7 : *text + 6;
-                feed(n, d, rest, len - (size_t)(rest - *text), 0); /* the agent's first words */
+                n->first_len = len - (size_t)(rest - *text); /* the agent's first words */
+                n->first = pd_xmalloc(n->first_len + 1);
+                memcpy(n->first, rest, n->first_len + 1);
                 return 1;
             }
             continue;
@@ -426,8 +419,11 @@ static void fetch_model(node *n, deploy *d, const char *dir)
     free(local_dir);
 }
 
-static void take_line(node *n, deploy *d, char *line, int is_err)
+/* A line from node n's agent (the supervisor's callback). */
+static void take_line(void *ctx, char *line, int is_err)
 {
+    node *n = ctx;
+    deploy *d = n->d;
     emit(n, line, is_err);
     /* trainer 0's "model saved to output/pass-00003" */
     const char *p = strstr(line, "] model saved to ");
@@ -448,278 +444,121 @@ static void take_line(node *n, deploy *d, char *line, int is_err)
     }
 }
 
-static void feed(node *n, deploy *d, const char *buf, size_t k, int is_err)
+/* Add a file outside the workspace (the recipe, the cluster file) to what is
+ * dispatched, as rel. */
+static int add_file(deploy *d, const char *rel, const char *local)
 {
-    char *acc = is_err ? n->err_line : n->out_line;
-    size_t *len = is_err ? &n->err_len : &n->out_len;
-    for (size_t i = 0; i < k; i++) {
-        if (buf[i] == '\n' || *len == 4095) {
-            acc[*len] = '\0';
-            take_line(n, d, acc, is_err);
-            *len = 0;
-            if (buf[i] == '\n') continue;
-        }
-        acc[(*len)++] = buf[i];
-    }
+    PD_GROW(&d->files, &walk_cap, d->nfiles + 1);
+    wfile *f = &d->files[d->nfiles++];
+    f->rel = pd_xstrdup(rel);
+    f->local = pd_xstrdup(local);
+    f->mode = 0644;
+    return hash_file(local, f->hash);
 }
 
-static void pump_stream(node *n, deploy *d, int is_err)
+/* The job directory (a new JOB<timestamp> under root_dir, or the deployed
+ * one), the files to dispatch, and where the recipe and the cluster file are
+ * inside the job directory. */
+static int prepare_files(deploy *d, const pd_recipe *r, const pd_remote_opts *o)
 {
-    char buf[16384];
-    char *acc = is_err ? n->err_line : n->out_line;
-    size_t *len = is_err ? &n->err_len : &n->out_len;
-    int *eof = is_err ? &n->err_eof : &n->out_eof;
-    /* a few buffers at a time, so that a chatty node cannot starve the others */
-    for (int rounds = 0; rounds < 4; rounds++) {
-        ssize_t k = is_err ? pd_ssh_read_err(n->chan, buf, sizeof buf, eof) : pd_ssh_read(n->chan, buf, sizeof buf, eof);
-        if (k <= 0) {
-            if (k < 0) {
-                /* the connection broke: say so, not just "the agent failed" */
-                if (!n->err) n->err = pd_xasprintf("lost the connection to %s: %s", n->h->host, pd_err_msg());
-                *eof = 1;
-            }
-            break;
-        }
-        feed(n, d, buf, (size_t)k, is_err);
-    }
-    if (*eof && *len) {
-        acc[*len] = '\0';
-        take_line(n, d, acc, is_err);
-        *len = 0;
-    }
-}
-
-/* Read everything the agents say until every channel ended, or one agent
- * failed (returns its index), or a signal, or the deadline. */
-static int pump(node *nodes, int nn, deploy *d, double deadline, int stop_on_failure)
-{
-    struct pollfd *p = pd_xcalloc((size_t)nn, sizeof *p);
-    int failed = -1;
-    for (;;) {
-        int open = 0;
-        for (int i = 0; i < nn; i++) {
-            node *n = &nodes[i];
-            if (!n->chan || n->done) continue;
-            pump_stream(n, d, 0);
-            pump_stream(n, d, 1);
-            if (n->out_eof && n->err_eof) {
-                pd_ssh_close_chan(n->chan, &n->status, &n->exit_signal);
-                n->chan = NULL;
-                n->done = 1;
-                if ((n->status != 0 || n->exit_signal) && failed < 0) failed = i;
-                continue;
-            }
-            open++;
-        }
-        if (open == 0 || (failed >= 0 && stop_on_failure) || got_signal || pd_now() > deadline) break;
-        int k = 0;
-        for (int i = 0; i < nn; i++) {
-            if (!nodes[i].chan) continue;
-            p[k].fd = pd_ssh_fd(nodes[i].ssh);
-            p[k].events = (short)pd_ssh_events(nodes[i].ssh);
-            p[k].revents = 0;
-            k++;
-        }
-        poll(p, (nfds_t)k, 200);
-    }
-    free(p);
-    return failed;
-}
-
-/* End the job: EOF to every agent (they stop their roles), then wait. */
-static void stop_all(node *nodes, int nn, deploy *d)
-{
-    for (int i = 0; i < nn; i++)
-        if (nodes[i].chan) pd_ssh_send_eof(nodes[i].chan);
-    got_signal = 0;
-    pump(nodes, nn, d, pd_now() + STOP_GRACE, 0);
-    for (int i = 0; i < nn; i++)
-        if (nodes[i].chan) {
-            fprintf(stderr, "paddle: %s did not stop within %.0f s; closing its connection\n", nodes[i].h->host,
-                    STOP_GRACE);
-            pd_ssh_close_chan(nodes[i].chan, &nodes[i].status, &nodes[i].exit_signal);
-            nodes[i].chan = NULL;
-        }
-}
-
-int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
-{
-    deploy d_, *d = &d_;
-    memset(d, 0, sizeof *d);
-    d->r = r;
-    d->o = o;
-    int status = 1, nn = r->nhosts;
-    pd_plan plan;
-    if (pd_plan_make(&plan, r) < 0) {
-        fprintf(stderr, "paddle: %s\n", pd_err_msg());
-        return 2;
-    }
-    d->plan = &plan;
-    char exe[4096];
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (el <= 0) {
-        fprintf(stderr, "paddle: cannot find my own executable\n");
-        pd_plan_free(&plan);
-        return 1;
-    }
-    exe[el] = '\0';
-    d->exe = exe;
-    node *nodes = pd_xcalloc((size_t)nn, sizeof *nodes);
-    pthread_t *th = pd_xcalloc((size_t)nn, sizeof *th);
-    void **args = pd_xcalloc((size_t)nn * 2, sizeof *args);
-    double t0 = pd_now();
-
-    if (hash_file(exe, d->exe_hash) < 0 || pd_secret_new(d->secret) < 0) {
-        fprintf(stderr, "paddle: %s\n", pd_err_msg());
-        goto out;
-    }
-    d->root = r->root_dir ? r->root_dir : ".";
-    /* the job directory: dispatched (a new JOB<timestamp>) or deployed */
     char stamp[32];
     time_t now = time(NULL);
     strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", localtime(&now));
+    const char *base = strrchr(r->path, '/');
     if (r->deployed) {
         d->job_dir = pd_xstrdup(r->deployed);
+        d->recipe_rel = pd_xstrdup(base ? base + 1 : r->path);
     } else {
         d->job_dir = pd_xasprintf("JOB%s-%d", stamp, (int)getpid()); /* under root_dir */
         const char *ws = r->workspace ? r->workspace : r->dir;
         char *wsdir = r->workspace && r->workspace[0] != '/' && strcmp(r->dir, ".")
                           ? pd_xasprintf("%s/%s", r->dir, r->workspace) : pd_xstrdup(ws);
-        if (list_workspace(d, wsdir) < 0) {
-            fprintf(stderr, "paddle: %s\n", pd_err_msg());
-            free(wsdir);
-            goto out;
-        }
+        int rc = list_workspace(d, wsdir);
         /* the recipe must travel too: inside the workspace, or beside it */
         size_t wl = strlen(wsdir);
-        if (strncmp(r->path, wsdir, wl) == 0 && r->path[wl] == '/') {
+        if (rc == 0 && strncmp(r->path, wsdir, wl) == 0 && r->path[wl] == '/') {
             d->recipe_rel = pd_xstrdup(r->path + wl + 1);
-        } else if (!strcmp(wsdir, ".")) {
+        } else if (rc == 0 && !strcmp(wsdir, ".")) {
             d->recipe_rel = pd_xstrdup(r->path);
-        } else {
-            const char *base = strrchr(r->path, '/');
+        } else if (rc == 0) {
             d->recipe_rel = pd_xstrdup(base ? base + 1 : r->path);
-            PD_GROW(&d->files, &walk_cap, d->nfiles + 1);
-            wfile *f = &d->files[d->nfiles++];
-            f->rel = pd_xstrdup(d->recipe_rel);
-            f->local = pd_xstrdup(r->path);
-            f->mode = 0644;
-            if (hash_file(r->path, f->hash) < 0) {
-                fprintf(stderr, "paddle: %s\n", pd_err_msg());
-                free(wsdir);
-                goto out;
-            }
+            rc = add_file(d, d->recipe_rel, r->path);
         }
         free(wsdir);
-    }
-    if (r->deployed) {
-        const char *base = strrchr(r->path, '/');
-        d->recipe_rel = pd_xstrdup(base ? base + 1 : r->path);
+        if (rc < 0) return rc;
     }
     if (o->cluster) {
-        const char *base = strrchr(o->cluster, '/');
-        d->cluster_rel = pd_xstrdup(base ? base + 1 : o->cluster);
-        if (!r->deployed) {
-            PD_GROW(&d->files, &walk_cap, d->nfiles + 1);
-            wfile *f = &d->files[d->nfiles++];
-            f->rel = pd_xstrdup(d->cluster_rel);
-            f->local = pd_xstrdup(o->cluster);
-            f->mode = 0644;
-            if (hash_file(o->cluster, f->hash) < 0) {
-                fprintf(stderr, "paddle: %s\n", pd_err_msg());
-                goto out;
-            }
-        }
+        const char *cbase = strrchr(o->cluster, '/');
+        d->cluster_rel = pd_xstrdup(cbase ? cbase + 1 : o->cluster);
+        if (!r->deployed) return add_file(d, d->cluster_rel, o->cluster);
     }
-    /* pserver endpoints: the host's address and its planned port */
-    size_t eplen = 0;
-    char *eps = pd_xcalloc(1, 1);
-    for (int i = 0; i < plan.nroles; i++) {
-        if (plan.roles[i].kind != PD_ROLE_PSERVER) continue;
-        char *e = pd_xasprintf("%s%s:%d", eplen ? "," : "", r->hosts[plan.roles[i].host].host, plan.roles[i].port);
-        eps = pd_xrealloc(eps, eplen + strlen(e) + 1);
-        strcpy(eps + eplen, e);
-        eplen += strlen(e);
-        free(e);
-    }
-    d->endpoints = eps;
-    /* what the nodes' shells resolve: checked here, before any connection */
-    if (pd_sh_path(d->root, "cluster.root_dir", &d->q_root) < 0 ||
-        pd_sh_path(d->job_dir, r->deployed ? "job.deployed" : "the job directory", &d->q_job) < 0 ||
-        (r->ld_library_path && pd_sh_path(r->ld_library_path, "cluster.ld_library_path", &d->q_ldpath) < 0)) {
-        fprintf(stderr, "paddle: %s: %s\n", r->path, pd_err_msg());
-        status = 2;
-        goto out;
-    }
-    d->sopts.identity_files = (const char *const *)r->identity_files;
-    d->sopts.nidentity = r->nidentity;
-    d->sopts.use_agent = r->use_agent;
-    d->sopts.known_hosts = r->known_hosts;
-    d->sopts.accept_new = o->accept_new;
-    d->sopts.timeout = r->connect_timeout;
+    return 0;
+}
 
-    printf("paddle: job %s on %d host%s: %d pserver%s, %d trainer%s; job directory %s\n", r->path, nn,
-           nn > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "",
-           d->job_dir);
-    fflush(stdout);
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+/* Pserver endpoints: each host's address and its planned port. */
+static char *plan_endpoints(const pd_recipe *r, const pd_plan *plan)
+{
+    char *eps = pd_xstrdup("");
+    for (int i = 0; i < plan->nroles; i++) {
+        if (plan->roles[i].kind != PD_ROLE_PSERVER) continue;
+        char *e = pd_xasprintf("%s%s%s:%d", eps, eps[0] ? "," : "", r->hosts[plan->roles[i].host].host,
+                               plan->roles[i].port);
+        free(eps);
+        eps = e;
+    }
+    return eps;
+}
 
+/* Deploy every node in parallel and hand each agent's channel to the
+ * supervisor. Returns 0, or 1 after stopping what started (said). */
+static int deploy_all(deploy *d, node *nodes, int nn, pd_sup *sup, double t0)
+{
+    pthread_t *th = pd_xcalloc((size_t)nn, sizeof *th);
+    void **args = pd_xcalloc((size_t)nn * 2, sizeof *args);
     for (int i = 0; i < nn; i++) {
         nodes[i].index = i;
-        nodes[i].h = &r->hosts[i];
+        nodes[i].h = &d->r->hosts[i];
+        nodes[i].d = d;
         args[2 * i] = &nodes[i];
         args[2 * i + 1] = d;
         pthread_create(&th[i], NULL, deploy_node, &args[2 * i]);
     }
     for (int i = 0; i < nn; i++) pthread_join(th[i], NULL);
-    int bad = 0;
-    for (int i = 0; i < nn; i++)
-        if (nodes[i].err) {
-            fprintf(stderr, "paddle: %s\n", nodes[i].err);
-            bad = 1;
-        }
-    if (bad) {
-        stop_all(nodes, nn, d);
-        fprintf(stderr, "paddle: deployment failed; nothing is left running\n");
-        goto out;
-    }
-    int copied = 0, sent = 0, cached = 0;
+    free(th);
+    free(args);
+    int bad = 0, copied = 0, sent = 0, cached = 0;
     for (int i = 0; i < nn; i++) {
-        copied += nodes[i].copied_binary;
-        sent += nodes[i].files_sent;
-        cached += nodes[i].files_cached;
+        node *n = &nodes[i];
+        if (n->err) fprintf(stderr, "paddle: %s\n", n->err);
+        bad |= n->err != NULL;
+        if (!n->chan) continue;
+        int m = pd_sup_add_node(sup, n->h->host, n->ssh, n->chan, take_line, n);
+        n->chan = NULL;
+        if (n->first) pd_sup_feed(sup, m, n->first, n->first_len);
+        copied += n->copied_binary;
+        sent += n->files_sent;
+        cached += n->files_cached;
+    }
+    if (bad) {
+        pd_sup_stop_all(sup);
+        fprintf(stderr, "paddle: deployment failed; nothing is left running\n");
+        return 1;
     }
     for (int i = 0; i < nn; i++) printf("paddle: node %d %s: job directory %s\n", i, nodes[i].h->spec, nodes[i].job);
     printf("paddle: every node started in %.2f s (binary copied to %d of %d nodes; workspace: %d files sent, "
            "%d already there)\n", pd_now() - t0, copied, nn, sent, cached);
     fflush(stdout);
+    return 0;
+}
 
-    int failed = pump(nodes, nn, d, pd_now() + 1e9, 1);
-    if (got_signal) {
-        fprintf(stderr, "paddle: %s: stopping every role on every node\n",
-                got_signal == SIGINT ? "interrupted (Ctrl+C)" : strsignal(got_signal));
-        stop_all(nodes, nn, d);
-        status = 130;
-        goto out;
-    }
-    if (failed >= 0) {
-        node *n = &nodes[failed];
-        if (n->err) fprintf(stderr, "paddle: %s; stopping the job\n", n->err);
-        else
-            fprintf(stderr, "paddle: the node agent on %s %s; stopping the job\n", n->h->host,
-                    n->exit_signal ? "was killed" : "failed (see the lines above for the role)");
-        stop_all(nodes, nn, d);
-        status = 1;
-        goto out;
-    }
+/* The job finished: copy the model back from trainer 0's node, say so. */
+static void finish(deploy *d, node *nodes, int nn, double t0)
+{
+    const pd_recipe *r = d->r;
     /* the model comes from the node of trainer 0 (node 0 unless placed elsewhere) */
     int t0node = 0;
-    for (int i = 0; i < plan.nroles; i++)
-        if (plan.roles[i].kind == PD_ROLE_TRAINER && plan.roles[i].id == 0) t0node = plan.roles[i].host;
+    for (int i = 0; i < d->plan->nroles; i++)
+        if (d->plan->roles[i].kind == PD_ROLE_TRAINER && d->plan->roles[i].id == 0) t0node = d->plan->roles[i].host;
     for (int i = 0; i < nn; i++)
         if (nodes[i].pending_model) fetch_model(&nodes[i], d, nodes[i].pending_model);
     int fetched = !r->copy_output || strcmp(r->copy_output, "never") != 0;
@@ -734,20 +573,65 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     else
         printf("paddle: job done in %.1f s on %d node%s; model on %s in %s/%s/ (copy_output = \"never\")\n",
                pd_now() - t0, nn, nn > 1 ? "s" : "", nodes[t0node].h->host, nodes[t0node].job, r->save_dir);
-    status = 0;
+}
+
+/* Deploy, then supervise the agents: Ctrl+C, a failed node and the end are
+ * the supervisor's (pd_sup_run), as in local mode. */
+int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
+{
+    deploy d_, *d = &d_;
+    memset(d, 0, sizeof *d);
+    d->r = r;
+    d->o = o;
+    int status = 1, nn = r->nhosts;
+    pd_plan plan;
+    if (pd_plan_make(&plan, r) < 0) {
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        return 2;
+    }
+    d->plan = &plan;
+    char *exe = pd_self_exe();
+    pd_sup *sup = exe ? pd_sup_new() : NULL;
+    node *nodes = pd_xcalloc((size_t)nn, sizeof *nodes);
+    double t0 = pd_now();
+    d->exe = exe;
+    d->root = r->root_dir ? r->root_dir : ".";
+    if (!sup || hash_file(exe, d->exe_hash) < 0 || pd_secret_new(d->secret) < 0 || prepare_files(d, r, o) < 0) {
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        goto out;
+    }
+    d->endpoints = plan_endpoints(r, &plan);
+    /* what the nodes' shells resolve: checked here, before any connection */
+    if (pd_sh_path(d->root, "cluster.root_dir", &d->q_root) < 0 ||
+        pd_sh_path(d->job_dir, r->deployed ? "job.deployed" : "the job directory", &d->q_job) < 0 ||
+        (r->ld_library_path && pd_sh_path(r->ld_library_path, "cluster.ld_library_path", &d->q_ldpath) < 0)) {
+        fprintf(stderr, "paddle: %s: %s\n", r->path, pd_err_msg());
+        status = 2;
+        goto out;
+    }
+    d->sopts.identity_files = (const char *const *)r->identity_files;
+    d->sopts.nidentity = r->nidentity;
+    d->sopts.use_agent = r->use_agent;
+    d->sopts.known_hosts = r->known_hosts;
+    d->sopts.accept_new = o->accept_new;
+    d->sopts.timeout = r->connect_timeout;
+    printf("paddle: job %s on %d host%s: %d pserver%s, %d trainer%s; job directory %s\n", r->path, nn,
+           nn > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "",
+           d->job_dir);
+    fflush(stdout);
+    if (deploy_all(d, nodes, nn, sup, t0) == 0 && (status = pd_sup_run(sup)) == 0) finish(d, nodes, nn, t0);
 out:
+    pd_sup_free(sup); /* closes the channels, before their sessions */
     for (int i = 0; i < nn; i++) {
         if (nodes[i].chan) pd_ssh_close_chan(nodes[i].chan, NULL, NULL);
         if (nodes[i].ssh) pd_ssh_free(nodes[i].ssh);
         free(nodes[i].err);
-        free(nodes[i].exit_signal);
+        free(nodes[i].first);
         free(nodes[i].pending_model);
         free(nodes[i].root);
         free(nodes[i].job);
     }
     free(nodes);
-    free(th);
-    free(args);
     for (int i = 0; i < d->nfiles; i++) {
         free(d->files[i].rel);
         free(d->files[i].local);
@@ -760,6 +644,7 @@ out:
     free(d->recipe_rel);
     free(d->cluster_rel);
     free((char *)d->endpoints);
+    free(exe);
     pd_plan_free(&plan);
     return status;
 }

@@ -1,0 +1,753 @@
+/*
+ * supervisor.c - THE job supervisor: members (role processes, node agents
+ * over SSH), their output, their end, stopping them. See supervisor.h.
+ *
+ * How Ctrl+C reaches every role, on every node (all of it in this file):
+ *
+ *   1. on_signal() writes the signal to the self-pipe that pd_sup_new() set
+ *      up: the same in the launcher, the local agent and every node's agent.
+ *   2. pump() reads it and returns it; pd_sup_run() (or start_roles()) hands
+ *      it to stop_job(), which says why and calls pd_sup_stop_all().
+ *   3. pd_sup_stop_all() asks every member to stop (ask_stop()): a role gets
+ *      SIGTERM on its process group, a node's agent EOF on its SSH channel.
+ *   4. On the node, the agent's pump() sees EOF on its upstream channel
+ *      (stdin) and returns -1, as for a signal; the agent's pd_sup_run() hands
+ *      it to stop_job() and pd_sup_stop_all() sends SIGTERM to every role's
+ *      group there.
+ *   5. PD_STOP_GRACE seconds later, pd_sup_stop_all() sends SIGKILL to every
+ *      role's group still running; the launcher, PD_KILL_WAIT later still,
+ *      closes every channel still open.
+ *
+ * A launcher killed with SIGKILL skips 1-3: its SSH connections close, and
+ * step 4 follows on every node. A local role dies with the process that
+ * started it (PR_SET_PDEATHSIG).
+ */
+#include "supervisor.h"
+#include "secret.h"
+#include "../core/log.h"
+#include "../core/pd.h"
+#include "../core/crypto.h"
+#include "../core/fs.h"
+#include "../ps/proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define TAIL_LINES 15       /* lines of a failed role shown */
+#define READY_TIMEOUT 30.0  /* seconds for a pserver to listen */
+#define DONE_WAIT 10.0      /* seconds for pservers to end after the trainers */
+#define POLL_PERIOD 0.2     /* seconds between looks at SSH channels */
+
+enum { M_ROLE, M_NODE };
+
+typedef struct member {
+    int kind;               /* M_ROLE: a child process; M_NODE: an agent over SSH */
+    char name[64];          /* "pserver 0", or the node's host */
+    int required;           /* the job is done when every required member ended well */
+    /* M_ROLE */
+    int role, id;           /* PD_ROLE_*, index among its kind */
+    pid_t pid;
+    int out_fd;             /* its stdout+stderr, -1 when closed */
+    int ready_fd;           /* pservers: reports the port */
+    int port, want_port;    /* the port it listens on; the planned one (0: free) */
+    int exited;
+    char *tail[TAIL_LINES];
+    int ntail, tail_pos;
+    /* M_NODE */
+    pd_ssh *ssh;
+    pd_ssh_chan *chan;      /* NULL once closed */
+    int out_eof, err_eof;
+    char *lost;             /* the connection broke: why */
+    char *exit_signal;
+    pd_node_line_fn on_line;
+    void *ctx;
+    pd_lines out, err;
+    int status;             /* wait status (role) or exit status (node) */
+    int killed;             /* we asked it to stop */
+    int handled;            /* its end was looked at */
+} member;
+
+struct pd_sup {
+    member *m;
+    int n, cap;
+    int nnodes;
+    int nrequired, nrequired_ok;
+    int sig_pipe[2];
+    int upstream_fd;        /* the agent's channel to the launcher, or -1 */
+    int log_server, log_train;
+    struct sigaction saved[5];
+};
+
+/* --- lines ----------------------------------------------------------------- */
+
+void pd_lines_feed(pd_lines *l, const char *buf, size_t n, pd_line_fn fn, void *ctx)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i] == '\n' || l->len == sizeof l->buf - 1) {
+            l->buf[l->len] = '\0';
+            fn(ctx, l->buf);
+            l->len = 0;
+            if (buf[i] == '\n') continue;
+        }
+        l->buf[l->len++] = buf[i];
+    }
+}
+
+void pd_lines_flush(pd_lines *l, pd_line_fn fn, void *ctx)
+{
+    if (!l->len) return;
+    l->buf[l->len] = '\0';
+    fn(ctx, l->buf);
+    l->len = 0;
+}
+
+/* --- signals and the process ---------------------------------------------------- */
+
+static int sig_fd = -1;
+static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (sig_fd >= 0 && write(sig_fd, &b, 1) < 0) {}
+    errno = saved;
+}
+
+/* The one signal set-up of the launcher and the agents: the signals that end
+ * a job (and SIGCHLD) go to the self-pipe that pump() polls. */
+pd_sup *pd_sup_new(void)
+{
+    pd_sup *s = pd_xcalloc(1, sizeof *s);
+    s->upstream_fd = s->log_server = s->log_train = -1;
+    if (pipe2(s->sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        pd_err_set(PD_EIO, "pipe: %s", strerror(errno));
+        free(s);
+        return NULL;
+    }
+    sig_fd = s->sig_pipe[1];
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+    for (size_t i = 0; i < PD_COUNT(caught); i++) sigaction(caught[i], &sa, &s->saved[i]);
+    signal(SIGPIPE, SIG_IGN);
+    return s;
+}
+
+void pd_sup_free(pd_sup *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) {
+        member *m = &s->m[i];
+        if (m->out_fd >= 0) close(m->out_fd);
+        if (m->ready_fd >= 0) close(m->ready_fd);
+        if (m->chan) pd_ssh_close_chan(m->chan, NULL, NULL);
+        for (int k = 0; k < TAIL_LINES; k++) free(m->tail[k]);
+        free(m->lost);
+        free(m->exit_signal);
+    }
+    free(s->m);
+    if (s->log_server >= 0) close(s->log_server);
+    if (s->log_train >= 0) close(s->log_train);
+    for (size_t i = 0; i < PD_COUNT(caught); i++) sigaction(caught[i], &s->saved[i], NULL);
+    sig_fd = -1;
+    close(s->sig_pipe[0]);
+    close(s->sig_pipe[1]);
+    free(s);
+}
+
+static member *add_member(pd_sup *s, int kind, const char *name)
+{
+    PD_GROW(&s->m, &s->cap, s->n + 1);
+    member *m = &s->m[s->n++];
+    memset(m, 0, sizeof *m);
+    m->kind = kind;
+    m->out_fd = m->ready_fd = -1;
+    snprintf(m->name, sizeof m->name, "%s", name);
+    return m;
+}
+
+/* --- output -------------------------------------------------------------------- */
+
+typedef struct line_ctx {
+    pd_sup *s;
+    member *m;
+    int is_err;
+} line_ctx;
+
+static void add_tail(member *m, const char *line)
+{
+    free(m->tail[m->tail_pos]);
+    m->tail[m->tail_pos] = pd_xstrdup(line);
+    m->tail_pos = (m->tail_pos + 1) % TAIL_LINES;
+    if (m->ntail < TAIL_LINES) m->ntail++;
+}
+
+/* A role's line: "[pserver 0] text" on stdout and in its log; kept for the tail. */
+static void role_line(void *ctx, char *line)
+{
+    line_ctx *c = ctx;
+    char buf[PD_LINE_MAX + 128];
+    int n = snprintf(buf, sizeof buf, "[%s] %s\n", c->m->name, line);
+    if (n > (int)sizeof buf - 1) n = (int)sizeof buf - 1;
+    if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n) {}
+    fflush(stdout);
+    int fd = c->m->role == PD_ROLE_PSERVER ? c->s->log_server : c->s->log_train;
+    if (fd >= 0 && write(fd, buf, (size_t)n) < 0) {}
+    add_tail(c->m, line);
+}
+
+static void node_line(void *ctx, char *line)
+{
+    line_ctx *c = ctx;
+    c->m->on_line(c->m->ctx, line, c->is_err);
+}
+
+/* Read what a role wrote; at EOF, its last line and the end of the stream. */
+static void drain_role(pd_sup *s, member *m)
+{
+    char buf[8192];
+    line_ctx c = {s, m, 0};
+    ssize_t n = read(m->out_fd, buf, sizeof buf);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n > 0) {
+        pd_lines_feed(&m->out, buf, (size_t)n, role_line, &c);
+        return;
+    }
+    pd_lines_flush(&m->out, role_line, &c);
+    close(m->out_fd);
+    m->out_fd = -1;
+}
+
+/* Read one stream of a node's channel: a few buffers at a time, so that a
+ * chatty node cannot starve the others. */
+static void drain_stream(pd_sup *s, member *m, int is_err)
+{
+    char buf[16384];
+    line_ctx c = {s, m, is_err};
+    pd_lines *l = is_err ? &m->err : &m->out;
+    int *eof = is_err ? &m->err_eof : &m->out_eof;
+    for (int rounds = 0; rounds < 4 && !*eof; rounds++) {
+        ssize_t k = is_err ? pd_ssh_read_err(m->chan, buf, sizeof buf, eof) : pd_ssh_read(m->chan, buf, sizeof buf, eof);
+        if (k < 0) {
+            /* the connection broke: say so, not just "the agent failed" */
+            if (!m->lost) m->lost = pd_xasprintf("lost the connection to %s: %s", m->name, pd_err_msg());
+            *eof = 1;
+        }
+        if (k <= 0) break;
+        pd_lines_feed(l, buf, (size_t)k, node_line, &c);
+    }
+    if (*eof) pd_lines_flush(l, node_line, &c);
+}
+
+static void drain_node(pd_sup *s, member *m)
+{
+    if (!m->chan) return;
+    drain_stream(s, m, 0);
+    drain_stream(s, m, 1);
+    if (m->out_eof && m->err_eof) {
+        pd_ssh_close_chan(m->chan, &m->status, &m->exit_signal);
+        m->chan = NULL;
+    }
+}
+
+void pd_sup_feed(pd_sup *s, int i, const char *buf, size_t n)
+{
+    line_ctx c = {s, &s->m[i], 0};
+    pd_lines_feed(&s->m[i].out, buf, n, node_line, &c);
+}
+
+int pd_sup_add_node(pd_sup *s, const char *host, pd_ssh *ssh, pd_ssh_chan *chan, pd_node_line_fn fn, void *ctx)
+{
+    member *m = add_member(s, M_NODE, host);
+    m->ssh = ssh;
+    m->chan = chan;
+    m->on_line = fn;
+    m->ctx = ctx;
+    m->required = 1;
+    s->nrequired++;
+    s->nnodes++;
+    return s->n - 1;
+}
+
+/* --- ends ---------------------------------------------------------------------- */
+
+static void reap(pd_sup *s)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        for (int i = 0; i < s->n; i++)
+            if (s->m[i].kind == M_ROLE && s->m[i].pid == pid) {
+                s->m[i].exited = 1;
+                s->m[i].status = status;
+            }
+}
+
+/* Ended: the process exited and its output is read, or the channel closed. */
+static int ended(const member *m)
+{
+    if (m->kind == M_NODE) return m->chan == NULL;
+    return m->pid > 0 && m->exited && m->out_fd < 0;
+}
+
+static int ended_well(const member *m)
+{
+    if (m->kind == M_NODE) return !m->lost && m->status == 0 && !m->exit_signal;
+    return WIFEXITED(m->status) && WEXITSTATUS(m->status) == 0;
+}
+
+static void describe(const member *m, char *buf, size_t len)
+{
+    if (!m->exited) snprintf(buf, len, "still running");
+    else if (WIFEXITED(m->status)) snprintf(buf, len, "exited with status %d", WEXITSTATUS(m->status));
+    else snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(m->status), strsignal(WTERMSIG(m->status)));
+}
+
+static void print_tail(const member *m)
+{
+    if (m->ntail == 0) return;
+    fprintf(stderr, "paddle: last lines of %s:\n", m->name);
+    for (int i = 0; i < m->ntail; i++) {
+        int k = (m->tail_pos - m->ntail + i + TAIL_LINES) % TAIL_LINES;
+        fprintf(stderr, "    %s\n", m->tail[k]);
+    }
+}
+
+/* Say how a member ended badly. */
+static void say_failed(const member *m)
+{
+    if (m->kind == M_NODE) {
+        if (m->lost) fprintf(stderr, "paddle: %s; stopping the job\n", m->lost);
+        else
+            fprintf(stderr, "paddle: the node agent on %s %s; stopping the job\n", m->name,
+                    m->exit_signal ? "was killed" : "failed (see the lines above for the role)");
+        return;
+    }
+    char how[96];
+    describe(m, how, sizeof how);
+    fprintf(stderr, "paddle: %s %s; stopping the job\n", m->name, how);
+    print_tail(m);
+}
+
+/* Who ended how, after a stop: every role of this supervisor. */
+static void report(const pd_sup *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        const member *m = &s->m[i];
+        if (m->kind != M_ROLE || m->pid <= 0) continue;
+        char how[96];
+        describe(m, how, sizeof how);
+        fprintf(stderr, "paddle:   %-12s %s%s\n", m->name, how, m->killed ? " (stopped by the launcher)" : "");
+    }
+}
+
+/* --- the loop ------------------------------------------------------------------- */
+
+enum { UNTIL_EVENT, UNTIL_ALL_ENDED };
+
+/* Read the self-pipe and the upstream channel after poll(); returns the
+ * signal that arrived, -1 when the launcher went away, or 0. */
+static int take_events(pd_sup *s, const struct pollfd *sp, const struct pollfd *up)
+{
+    int sig = 0;
+    if (sp->revents & POLLIN) {
+        unsigned char b[16];
+        ssize_t k = read(s->sig_pipe[0], b, sizeof b);
+        for (ssize_t i = 0; i < k; i++)
+            if (b[i] != SIGCHLD) sig = b[i];
+    }
+    if (up && (up->revents & (POLLIN | POLLHUP | POLLERR))) {
+        char b[256];
+        ssize_t k = read(s->upstream_fd, b, sizeof b);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+            s->upstream_fd = -1; /* the launcher went away */
+            sig = -1;
+        }
+    }
+    return sig;
+}
+
+/* Stream output and reap until every member ended (UNTIL_ALL_ENDED) or one
+ * ended and was not looked at yet, a signal came or the launcher went away
+ * (UNTIL_EVENT), or the deadline. Returns the signal, -1 (the launcher went
+ * away) or 0; under UNTIL_ALL_ENDED signals are swallowed. */
+static int pump(pd_sup *s, double deadline, int until)
+{
+    struct pollfd *p = pd_xcalloc((size_t)s->n + 2, sizeof *p);
+    int *who = pd_xcalloc((size_t)s->n + 2, sizeof *who);
+    int sig = 0;
+    for (;;) {
+        reap(s);
+        int running = 0, unhandled = 0;
+        for (int i = 0; i < s->n; i++) {
+            if (s->m[i].kind == M_NODE) drain_node(s, &s->m[i]);
+            if (!ended(&s->m[i])) running += s->m[i].pid > 0 || s->m[i].kind == M_NODE;
+            else unhandled += !s->m[i].handled;
+        }
+        if (until == UNTIL_ALL_ENDED ? running == 0 : unhandled > 0) break;
+        double left = deadline - pd_now();
+        if (left <= 0) break;
+        int n = 0, up = -1;
+        p[n++] = (struct pollfd){.fd = s->sig_pipe[0], .events = POLLIN};
+        if (s->upstream_fd >= 0) {
+            up = n;
+            p[n++] = (struct pollfd){.fd = s->upstream_fd, .events = POLLIN};
+        }
+        for (int i = 0; i < s->n; i++) {
+            member *m = &s->m[i];
+            if (m->kind == M_ROLE && m->out_fd >= 0) p[n] = (struct pollfd){.fd = m->out_fd, .events = POLLIN};
+            else if (m->kind == M_NODE && m->chan)
+                p[n] = (struct pollfd){.fd = pd_ssh_fd(m->ssh), .events = (short)pd_ssh_events(m->ssh)};
+            else continue;
+            who[n++] = i;
+        }
+        int r = poll(p, (nfds_t)n, (int)(PD_MIN(left, POLL_PERIOD) * 1000) + 1);
+        if (r < 0 && errno != EINTR) break;
+        if (r <= 0) continue;
+        int got = take_events(s, &p[0], up >= 0 ? &p[up] : NULL);
+        if (got) sig = got;
+        if (sig && until == UNTIL_EVENT) break;
+        for (int i = 1; i < n; i++)
+            if (i != up && s->m[who[i]].kind == M_ROLE && (p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                drain_role(s, &s->m[who[i]]);
+    }
+    free(p);
+    free(who);
+    return until == UNTIL_EVENT ? sig : 0;
+}
+
+/* Step 3 of the path above: ask a member to stop. */
+static void ask_stop(member *m)
+{
+    if (m->kind == M_ROLE && m->pid > 0 && !m->exited) {
+        m->killed = 1;
+        kill(-m->pid, SIGTERM);
+    } else if (m->kind == M_NODE && m->chan) {
+        m->killed = 1;
+        pd_ssh_send_eof(m->chan); /* the agent there sees EOF: step 4 */
+    }
+}
+
+/* End every member still running: SIGTERM to each role's group (EOF to each
+ * node's channel), SIGKILL to the groups left after PD_STOP_GRACE, then close
+ * the channels left after PD_KILL_WAIT (their agents had as long to SIGKILL). */
+void pd_sup_stop_all(pd_sup *s)
+{
+    reap(s);
+    for (int i = 0; i < s->n; i++) ask_stop(&s->m[i]);
+    pump(s, pd_now() + PD_STOP_GRACE, UNTIL_ALL_ENDED);
+    reap(s);
+    for (int i = 0; i < s->n; i++) {
+        member *m = &s->m[i];
+        if (m->kind == M_ROLE && m->pid > 0 && !m->exited) {
+            fprintf(stderr, "paddle: %s did not stop within %.0f s: killing it\n", m->name, PD_STOP_GRACE);
+            kill(-m->pid, SIGKILL);
+        }
+    }
+    pump(s, pd_now() + PD_KILL_WAIT, UNTIL_ALL_ENDED);
+    for (int i = 0; i < s->n; i++) {
+        member *m = &s->m[i];
+        if (m->kind == M_NODE && m->chan) {
+            fprintf(stderr, "paddle: %s did not stop within %.0f s; closing its connection\n", m->name,
+                    PD_STOP_GRACE + PD_KILL_WAIT);
+            pd_ssh_close_chan(m->chan, &m->status, &m->exit_signal);
+            m->chan = NULL;
+        }
+        int st;
+        if (m->kind == M_ROLE && m->pid > 0 && !m->exited && waitpid(m->pid, &st, 0) == m->pid) {
+            m->exited = 1;
+            m->status = st;
+        }
+    }
+}
+
+/* A job that cannot finish: say why (sig: the signal, -1: the launcher went
+ * away, 0: a failure already said), stop every member, say who ended how.
+ * Returns the exit status. */
+static int stop_job(pd_sup *s, int sig)
+{
+    if (sig)
+        fprintf(stderr, "paddle: %s: stopping every role%s\n",
+                sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig),
+                s->nnodes ? " on every node" : "");
+    pd_sup_stop_all(s);
+    report(s);
+    return sig ? 130 : 1;
+}
+
+int pd_sup_run(pd_sup *s)
+{
+    for (;;) {
+        if (s->nrequired_ok == s->nrequired) return 0;
+        int sig = pump(s, pd_now() + 3600, UNTIL_EVENT);
+        if (sig) return stop_job(s, sig); /* Ctrl+C, or the launcher went away */
+        for (int i = 0; i < s->n; i++) {
+            member *m = &s->m[i];
+            if (!ended(m) || m->handled) continue;
+            m->handled = 1;
+            if (ended_well(m)) {
+                s->nrequired_ok += m->required;
+                continue;
+            }
+            /* A member ended badly. The policy: stop the job. (This is
+             * where a restart, job.restarts, will be decided.) */
+            say_failed(m);
+            return stop_job(s, 0);
+        }
+    }
+}
+
+/* --- the agent: roles as children ---------------------------------------------------- */
+
+/* argv for a role: exe, role, recipe, options, overrides. */
+static char **role_argv(const char *exe, const pd_recipe *r, const pd_agent_opts *o, const member *m,
+                        const char *endpoints)
+{
+    int cap = 16 + r->noverrides, n = 0;
+    char **a = pd_xcalloc((size_t)cap, sizeof *a);
+    a[n++] = pd_xstrdup(exe);
+    a[n++] = pd_xstrdup(pd_role_name(m->role));
+    a[n++] = pd_xstrdup(r->path);
+    if (o->cluster) a[n++] = pd_xasprintf("--cluster=%s", o->cluster);
+    for (int i = 0; i < r->noverrides; i++) a[n++] = pd_xasprintf("--%s=%s", r->overrides[i].key, r->overrides[i].value);
+    if (m->role == PD_ROLE_PSERVER) a[n++] = pd_xasprintf("--pservers=%d", r->pservers);
+    else a[n++] = pd_xasprintf("--pservers=%s", endpoints); /* a trainer's: the endpoint list */
+    a[n++] = pd_xasprintf("--trainers=%d", r->trainers);
+    a[n++] = pd_xstrdup("--secret_fd=3");
+    a[n++] = pd_xstrdup("--log_dir=log");
+    if (m->role == PD_ROLE_PSERVER) {
+        a[n++] = pd_xasprintf("--pserver_id=%d", m->id);
+        a[n++] = pd_xasprintf("--port=%d", m->want_port);
+        a[n++] = pd_xstrdup("--ready_fd=4");
+        if (o->upstream_fd < 0) a[n++] = pd_xstrdup("--bind=127.0.0.1");
+        else if (o->bind) a[n++] = pd_xasprintf("--bind=%s", o->bind);
+    } else {
+        a[n++] = pd_xasprintf("--trainer_id=%d", m->id);
+        if (m->id == 0 && o->init_model) a[n++] = pd_xasprintf("--init_model=%s", o->init_model);
+    }
+    a[n] = NULL;
+    return a;
+}
+
+/* Start a role running argv with the secret on fd 3 and (pservers) a ready
+ * pipe on fd 4. */
+static int spawn(member *m, char **argv, const uint8_t *secret)
+{
+    int out[2], sec[2], rdy[2] = {-1, -1};
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(sec, O_CLOEXEC) < 0) return pd_err_set(PD_EIO, "pipe: %s", strerror(errno));
+    if (m->role == PD_ROLE_PSERVER && pipe2(rdy, O_CLOEXEC) < 0) return pd_err_set(PD_EIO, "pipe: %s", strerror(errno));
+    pid_t parent = getpid();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return pd_err_set(PD_EIO, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        /* the child: die with its agent, own process group */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+        setpgid(0, 0);
+        for (size_t i = 0; i < PD_COUNT(caught); i++) signal(caught[i], SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        dup2(out[1], 1);
+        dup2(out[1], 2);
+        dup2(sec[0], 3);
+        if (rdy[1] >= 0) dup2(rdy[1], 4);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        execv(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(out[1]);
+    close(sec[0]);
+    if (rdy[1] >= 0) close(rdy[1]);
+    char hex[2 * PD_SECRET + 2];
+    pd_hex(secret, PD_SECRET, hex);
+    strcat(hex, "\n");
+    if (write(sec[1], hex, strlen(hex)) < 0) {}
+    close(sec[1]);
+    m->pid = pid;
+    m->out_fd = out[0];
+    m->ready_fd = rdy[0];
+    fcntl(m->out_fd, F_SETFL, O_NONBLOCK);
+    return 0;
+}
+
+static int start_role(pd_sup *s, int i, const char *exe, const pd_recipe *r, const pd_agent_opts *o,
+                      const char *endpoints, const uint8_t *secret)
+{
+    char **argv = role_argv(exe, r, o, &s->m[i], endpoints);
+    int rc = spawn(&s->m[i], argv, secret);
+    for (int k = 0; argv[k]; k++) free(argv[k]);
+    free(argv);
+    if (rc < 0) fprintf(stderr, "paddle: cannot start %s: %s\n", s->m[i].name, pd_err_msg());
+    return rc;
+}
+
+/* Read the port a pserver reports on its ready pipe; -1 when it cannot. */
+static int read_ready(member *m)
+{
+    char buf[32];
+    ssize_t n = read(m->ready_fd, buf, sizeof buf - 1);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    int port = atoi(buf);
+    close(m->ready_fd);
+    m->ready_fd = -1;
+    return port > 0 && port < 65536 ? port : -1;
+}
+
+/* Wait until pserver m reports its port. Returns 0, or 1 when it cannot:
+ * the pserver failed or timed out (said), or *sig is set (a signal came, or
+ * -1: the launcher went away). */
+static int wait_ready(pd_sup *s, member *m, double deadline, int *sig)
+{
+    while (m->port == 0) {
+        struct pollfd p = {.fd = m->ready_fd, .events = POLLIN};
+        if (poll(&p, 1, 100) > 0 && (m->port = read_ready(m)) < 0) {
+            pump(s, pd_now() + 1, UNTIL_EVENT);
+            reap(s);
+            char how[96];
+            describe(m, how, sizeof how);
+            fprintf(stderr, "paddle: %s %s before it listened\n", m->name, how);
+            print_tail(m);
+            return 1;
+        }
+        if ((*sig = pump(s, pd_now() + 0.01, UNTIL_EVENT)) != 0) return 1;
+        if (pd_now() > deadline) {
+            fprintf(stderr, "paddle: %s did not start listening within %.0f s\n", m->name, READY_TIMEOUT);
+            print_tail(m);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Start the pservers, wait for their ports, then start the trainers with the
+ * endpoints (local: the ports the pservers report; node: the launcher's).
+ * Returns 0, or the exit status of a job that could not start (stopped). */
+static int start_roles(pd_sup *s, const pd_recipe *r, const pd_agent_opts *o, const char *exe,
+                       const uint8_t *secret)
+{
+    int sig = 0, i;
+    for (i = 0; i < s->n && s->m[i].role == PD_ROLE_PSERVER; i++)
+        if (start_role(s, i, exe, r, o, NULL, secret) < 0) return stop_job(s, 0);
+    int nps = i;
+    double deadline = pd_now() + READY_TIMEOUT;
+    for (i = 0; i < nps; i++)
+        if (wait_ready(s, &s->m[i], deadline, &sig)) return stop_job(s, sig);
+    char *endpoints = pd_xstrdup(o->endpoints ? o->endpoints : "");
+    for (i = 0; i < nps && !o->endpoints; i++) {
+        char *e = pd_xasprintf("%s%s127.0.0.1:%d", endpoints, i ? "," : "", s->m[i].port);
+        free(endpoints);
+        endpoints = e;
+    }
+    int rc = 0;
+    for (i = nps; i < s->n && rc == 0; i++) rc = start_role(s, i, exe, r, o, endpoints, secret);
+    free(endpoints);
+    return rc < 0 ? stop_job(s, 0) : 0;
+}
+
+/* The trainers finished: the pservers exit by themselves once every trainer
+ * said FINISH. Returns the exit status. */
+static int finish(pd_sup *s)
+{
+    pump(s, pd_now() + DONE_WAIT, UNTIL_ALL_ENDED);
+    reap(s);
+    int left = 0, status = 0;
+    for (int i = 0; i < s->n; i++) left += !s->m[i].exited;
+    if (left) pd_sup_stop_all(s);
+    for (int i = 0; i < s->n; i++) {
+        member *m = &s->m[i];
+        if (m->role == PD_ROLE_PSERVER && !m->killed && !ended_well(m)) {
+            char how[96];
+            describe(m, how, sizeof how);
+            fprintf(stderr, "paddle: %s %s after the trainers finished\n", m->name, how);
+            status = 1;
+        }
+    }
+    return status;
+}
+
+static int open_log(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) fprintf(stderr, "paddle: cannot write %s: %s\n", path, strerror(errno));
+    return fd;
+}
+
+/* The members: o's roles, pservers first. The job is done when the trainers
+ * are (a node without trainers: when its pservers are, every trainer
+ * elsewhere having said FINISH). */
+static void add_roles(pd_sup *s, const pd_agent_opts *o)
+{
+    int ntr = 0;
+    for (int i = 0; i < o->nroles; i++) ntr += o->roles[i].kind == PD_ROLE_TRAINER;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < o->nroles; i++) {
+            const pd_role *ro = &o->roles[i];
+            if (ro->kind != (k == 0 ? PD_ROLE_PSERVER : PD_ROLE_TRAINER)) continue;
+            char name[64];
+            snprintf(name, sizeof name, "%s %d", pd_role_name(ro->kind), ro->id);
+            member *m = add_member(s, M_ROLE, name);
+            m->role = ro->kind;
+            m->id = ro->id;
+            m->want_port = ro->port;
+            m->required = ntr > 0 ? ro->kind == PD_ROLE_TRAINER : 1;
+            s->nrequired += m->required;
+        }
+}
+
+int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
+{
+    int local = o->upstream_fd < 0, status = 1;
+    double t0 = pd_now();
+    uint8_t secret[PD_SECRET];
+    if (r->pservers < 1) {
+        fprintf(stderr, "paddle: %s: a job needs at least one pserver (job.pservers); "
+                        "use 'paddle train' for training without pservers\n", r->path);
+        return 2;
+    }
+    char *exe = pd_self_exe();
+    pd_sup *s = exe ? pd_sup_new() : NULL;
+    if (!s || (local ? pd_secret_new(secret) : (memcpy(secret, o->secret, PD_SECRET), 0)) < 0) {
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        goto out;
+    }
+    if (mkdir("log", 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "paddle: cannot create log/: %s\n", strerror(errno));
+        goto out;
+    }
+    s->log_server = open_log("log/server.log");
+    s->log_train = open_log("log/train.log");
+    s->upstream_fd = o->upstream_fd;
+    add_roles(s, o);
+    if (local) {
+        printf("paddle: local job %s: %d pserver%s, %d trainer%s, %s mode; logs in log/\n", r->path, r->pservers,
+               r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "", r->mode);
+        fflush(stdout);
+    }
+    if ((status = start_roles(s, r, o, exe, secret)) != 0) goto out;
+    if ((status = pd_sup_run(s)) != 0) goto out;
+    status = finish(s);
+    if (local)
+        printf("paddle: job done in %.1f s: %d trainer%s finished, %d pserver%s stopped; model in %s/\n",
+               pd_now() - t0, r->trainers, r->trainers > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "",
+               r->save_dir);
+out:
+    pd_sup_free(s);
+    free(exe);
+    return status;
+}
