@@ -627,7 +627,7 @@ bad include-error-in-included "sub/conf/bad_cluster.lua:3: cluster.ports_num mus
 write ok.lua <<EOF
 $BASE
 EOF
-bad override-unknown "unknown option --pases (did you mean --passes?)" ok.lua --pases=3
+bad override-unknown "unknown option '--pases' (did you mean '--passes'?)" ok.lua --pases=3
 bad override-not-number "option --passes must be a number, got 'abc'" ok.lua --passes=abc
 bad override-out-of-range "option --passes: settings.passes must be an integer from 1 to 1000000, got 0" ok.lua --passes=0
 bad override-bad-enum "option --mode: settings.mode must be one of sync, async, got 'asnyc' (did you mean 'async'?)" \
