@@ -49,13 +49,23 @@ local function pass_limit(ok, ...)
 end
 
 local function safe_pcall(f, ...) return pass_limit(pcall(f, ...)) end
-local function safe_xpcall(f, h, ...) return pass_limit(xpcall(f, h, ...)) end
+-- An error of the limit is raised inside a hook, where hooks are off: the
+-- recipe's handler must not run then (it could loop for ever).
+local function safe_xpcall(f, h, ...)
+  local function handler(e)
+    if limit_hit() then return e end
+    return h(e)
+  end
+  return pass_limit(xpcall(f, handler, ...))
+end
 
 local function safe_setmetatable(t, mt)
   if type(mt) == "table" and (rawget(mt, "__gc") ~= nil) then
     fail(at(R.caller(1)), "setmetatable: __gc is not available in a recipe (finalizers escape its limits)")
   end
-  return setmetatable(t, mt)
+  local ok, r = pcall(setmetatable, t, mt)  -- C only: no recipe code runs
+  if not ok then fail(at(R.caller(1)), "setmetatable: %s", tostring(r)) end
+  return r
 end
 
 local function safe_getmetatable(v)

@@ -205,6 +205,18 @@ static void push_recipe_where(lua_State *L)
     lua_pushliteral(L, "");
 }
 
+/* Does msg hold a position, "...:LINE: ", as Lua's errors and ours do? */
+static int has_where(const char *msg, size_t len)
+{
+    for (size_t i = 0; i < len && i < 4096; i++) {
+        if (msg[i] != ':') continue;
+        size_t j = i + 1;
+        while (j < len && msg[j] >= '0' && msg[j] <= '9') j++;
+        if (j > i + 1 && j < len && msg[j] == ':') return 1;
+    }
+    return 0;
+}
+
 static int call_tostring(lua_State *L)
 {
     luaL_tolstring(L, 1, NULL);
@@ -220,7 +232,15 @@ static int handler(lua_State *L)
     if (lim->hit) {
         lua_pushstring(L, lim->msg);
     } else if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER) {
-        lua_pushvalue(L, 1);
+        size_t len;
+        const char *s = lua_tolstring(L, 1, &len);
+        if (has_where(s, len)) {
+            lua_pushvalue(L, 1);
+        } else {
+            push_recipe_where(L);
+            lua_pushvalue(L, 1);
+            lua_concat(L, 2);
+        }
     } else {
         push_recipe_where(L);
         int shown = 0;
@@ -232,8 +252,9 @@ static int handler(lua_State *L)
             if (!shown) lua_pop(L, 1);
         }
         if (shown) {
-            lua_pushfstring(L, "error: %s", lua_tostring(L, -1));
-            lua_remove(L, -2);
+            lua_pushliteral(L, "error: ");
+            lua_insert(L, -2);
+            lua_concat(L, 2);
         } else {
             lua_pushfstring(L, "error with a %s value instead of a message", luaL_typename(L, 1));
         }
