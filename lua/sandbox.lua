@@ -136,7 +136,8 @@ function X.new_env(state)
   -- comes through __newindex and state.assigned knows the line of the last.
   local assignable = { model = true, optimizer = true }
   local unavailable = { io = true, require = true, dofile = true, loadfile = true, load = true,
-                        package = true, debug = true, collectgarbage = true, coroutine = true }
+                        package = true, debug = true, collectgarbage = true, coroutine = true,
+                        rawset = true }
   state.globals, state.assigned = {}, {}
   setmetatable(env, {
     __metatable = false,
