@@ -2,9 +2,11 @@
  * sandbox.c - the Lua state: limits, embedded modules, protected calls.
  *
  * The recipe sandbox itself (which globals a recipe sees) is built in Lua, in
- * lua/recipe.lua; this file gives that code a state whose memory and running
+ * lua/sandbox.lua; this file gives that code a state whose memory and running
  * time are bounded, so that a recipe with an endless loop or an endless table
- * fails with a message instead of hanging the launcher.
+ * fails with a message instead of hanging the launcher, and turns every
+ * error into one printable line. The modules of lua/ are embedded; the
+ * loader's own code finds them with require (recipes have no require).
  */
 #include "lstate.h"
 #include "recipe.h"
@@ -18,10 +20,13 @@
 #define MEM_LIMIT ((size_t)1 << 30)       /* 1 GiB */
 #define INSTR_LIMIT 500000000L            /* instructions */
 #define INSTR_STEP 10000
+#define MODULES "paddle.modules"          /* registry: embedded modules loaded */
 
 struct limits {
     size_t used;
     long instructions;
+    int hit;            /* the instruction limit was reached: msg says where */
+    char msg[256];
 };
 
 /* the files of lua/, compiled in by tools/bin2c */
@@ -31,6 +36,13 @@ struct pd_embedded {
     size_t len;
 };
 extern const struct pd_embedded pd_embedded[];
+
+static struct limits *limits_of(lua_State *L)
+{
+    void *ud;
+    lua_getallocf(L, &ud);
+    return ud;
+}
 
 static void *alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -47,32 +59,55 @@ static void *alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     return p;
 }
 
+/* Count instructions; past the limit, raise an error, and raise it again at
+ * every later count, so that a recipe's pcall in a loop cannot swallow it
+ * (the sandbox's pcall and xpcall also pass it on: lua/sandbox.lua). */
 static void count_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
-    struct limits *lim;
-    lua_getallocf(L, (void **)&lim);
+    struct limits *lim = limits_of(L);
     lim->instructions += INSTR_STEP;
-    if (lim->instructions > INSTR_LIMIT) {
+    if (lim->instructions > INSTR_LIMIT && !lim->hit) {
         /* level 0 inside a hook is the running function: the recipe line */
         luaL_where(L, 0);
-        lua_pushfstring(L, "recipe ran over %d million instructions: an endless loop?",
-                        (int)(INSTR_LIMIT / 1000000));
-        lua_concat(L, 2);
+        snprintf(lim->msg, sizeof lim->msg, "%srecipe ran over %d million instructions: an endless loop?",
+                 lua_tostring(L, -1), (int)(INSTR_LIMIT / 1000000));
+        lua_pop(L, 1);
+        lim->hit = 1;
+    }
+    if (lim->hit) {
+        lua_pushstring(L, lim->msg);
         lua_error(L);
     }
 }
 
+/* pd_sandbox_limit_hit(): the instruction limit's message once it was hit,
+ * else nil. */
+static int limit_hit(lua_State *L)
+{
+    struct limits *lim = limits_of(L);
+    if (lim->hit) lua_pushstring(L, lim->msg);
+    else lua_pushnil(L);
+    return 1;
+}
+
+/* require(name) for the embedded modules: loads lua/NAME.lua once. */
 static int load_embedded(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, MODULES);
+    if (lua_getfield(L, -1, name) != LUA_TNIL) return 1;
+    lua_pop(L, 1);
     for (const struct pd_embedded *e = pd_embedded; e->name; e++) {
         if (strcmp(e->name, name) == 0) {
             char chunkname[128];
             snprintf(chunkname, sizeof chunkname, "=[paddle %s.lua]", name);
-            if (luaL_loadbuffer(L, (const char *)e->data, e->len, chunkname))
+            if (luaL_loadbufferx(L, (const char *)e->data, e->len, chunkname, "t"))
                 return lua_error(L);
             lua_call(L, 0, 1);
+            if (lua_isnil(L, -1)) return luaL_error(L, "embedded module '%s' returned nothing", name);
+            lua_pushvalue(L, -1);
+            lua_setfield(L, -3, name);
             return 1;
         }
     }
@@ -114,10 +149,13 @@ lua_State *pd_lua_open(void)
     lua_pop(L, 1);
     lua_pushnil(L); lua_setglobal(L, "dofile");
     lua_pushnil(L); lua_setglobal(L, "loadfile");
-    lua_pushnil(L); lua_setglobal(L, "require");
-
+    /* the loader's modules require each other from the embedded files */
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, MODULES);
     lua_pushcfunction(L, load_embedded);
-    lua_setglobal(L, "pd_embedded_module");
+    lua_setglobal(L, "require");
+    lua_pushcfunction(L, limit_hit);
+    lua_setglobal(L, "pd_sandbox_limit_hit");
     lua_sethook(L, count_hook, LUA_MASKCOUNT, INSTR_STEP);
     return L;
 }
@@ -131,18 +169,101 @@ void pd_lua_close(lua_State *L)
     free(lim);
 }
 
+/* Push s with every control character escaped (\n, \t, \r, \DDD): an
+ * error message is one printable line whatever a recipe put in it. */
+static void push_escaped(lua_State *L, const char *s, size_t len)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c >= 32 && c != 127) {
+            luaL_addchar(&b, (char)c);
+            continue;
+        }
+        if (c == '\n') snprintf(esc, sizeof esc, "\\n");
+        else if (c == '\t') snprintf(esc, sizeof esc, "\\t");
+        else if (c == '\r') snprintf(esc, sizeof esc, "\\r");
+        else snprintf(esc, sizeof esc, "\\%d", c);
+        luaL_addstring(&b, esc);
+    }
+    luaL_pushresult(&b);
+}
+
+/* Push "file:line: " of the innermost recipe frame (a chunk loaded from a
+ * file, "@path"), or "" when no recipe code is on the stack. */
+static void push_recipe_where(lua_State *L)
+{
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        if (lua_getinfo(L, "Sl", &ar) && ar.source[0] == '@' && ar.currentline > 0) {
+            lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+            return;
+        }
+    }
+    lua_pushliteral(L, "");
+}
+
+/* Does msg hold a position, "...:LINE: ", as Lua's errors and ours do? */
+static int has_where(const char *msg, size_t len)
+{
+    for (size_t i = 0; i < len && i < 4096; i++) {
+        if (msg[i] != ':') continue;
+        size_t j = i + 1;
+        while (j < len && msg[j] >= '0' && msg[j] <= '9') j++;
+        if (j > i + 1 && j < len && msg[j] == ':') return 1;
+    }
+    return 0;
+}
+
+static int call_tostring(lua_State *L)
+{
+    luaL_tolstring(L, 1, NULL);
+    return 1;
+}
+
+/* Message handler: the error value becomes one line of text. A value that
+ * is not a string is described (its __tostring, run protected, or its type)
+ * after the recipe line it was raised on. */
 static int handler(lua_State *L)
 {
-    const char *msg = lua_tostring(L, 1);
-    if (msg == NULL) {
-        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-            return 1;
-        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    struct limits *lim = limits_of(L);
+    if (lim->hit) {
+        lua_pushstring(L, lim->msg);
+    } else if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER) {
+        size_t len;
+        const char *s = lua_tolstring(L, 1, &len);
+        if (has_where(s, len)) {
+            lua_pushvalue(L, 1);
+        } else {
+            push_recipe_where(L);
+            lua_pushvalue(L, 1);
+            lua_concat(L, 2);
+        }
+    } else {
+        push_recipe_where(L);
+        int shown = 0;
+        if (luaL_getmetafield(L, 1, "__tostring") != LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_pushcfunction(L, call_tostring);
+            lua_pushvalue(L, 1);
+            shown = lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING;
+            if (!shown) lua_pop(L, 1);
+        }
+        if (shown) {
+            lua_pushliteral(L, "error: ");
+            lua_insert(L, -2);
+            lua_concat(L, 2);
+        } else {
+            lua_pushfstring(L, "error with a %s value instead of a message", luaL_typename(L, 1));
+        }
+        lua_concat(L, 2);
     }
-    if (getenv("PADDLE_LUA_TRACE"))
-        luaL_traceback(L, L, msg, 1);
-    else
-        lua_pushstring(L, msg);
+    size_t len;
+    const char *msg = lua_tolstring(L, -1, &len);
+    push_escaped(L, msg, len);
+    if (getenv("PADDLE_LUA_TRACE")) luaL_traceback(L, L, lua_tostring(L, -1), 1);
     return 1;
 }
 
@@ -154,8 +275,11 @@ int pd_lua_pcall(lua_State *L, int nargs, int nresults)
     int status = lua_pcall(L, nargs, nresults, base);
     lua_remove(L, base);
     if (status != LUA_OK) {
+        struct limits *lim = limits_of(L);
         const char *msg = lua_tostring(L, -1);
         if (status == LUA_ERRMEM) msg = "recipe used over 1 GiB of memory";
+        else if (lim->hit) msg = lim->msg;
+        else if (status == LUA_ERRERR) msg = "error while reporting an error (in an xpcall handler or __tostring?)";
         pd_err_set(PD_ERECIPE, "%s", msg ? msg : "unknown Lua error");
         lua_pop(L, 1);
         return PD_ERECIPE;

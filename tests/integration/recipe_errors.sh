@@ -627,7 +627,7 @@ bad include-error-in-included "sub/conf/bad_cluster.lua:3: cluster.ports_num mus
 write ok.lua <<EOF
 $BASE
 EOF
-bad override-unknown "unknown option --pases (did you mean --passes?)" ok.lua --pases=3
+bad override-unknown "unknown option '--pases' (did you mean '--passes'?)" ok.lua --pases=3
 bad override-not-number "option --passes must be a number, got 'abc'" ok.lua --passes=abc
 bad override-out-of-range "option --passes: settings.passes must be an integer from 1 to 1000000, got 0" ok.lua --passes=0
 bad override-bad-enum "option --mode: settings.mode must be one of sync, async, got 'asnyc' (did you mean 'async'?)" \
@@ -683,3 +683,200 @@ if [ "$rc" -eq 0 ] && [[ "$out" == *"batch_size 5 per trainer, passes 7,"* ]] &&
 else
     fail overrides-apply "exit $rc: $out"
 fi
+
+# --- a recipe cannot hang the tool, crash it, or change what was validated ------
+
+# pcall cannot swallow the instruction limit, nor xpcall's handler loop with it
+write pcall_loop.lua <<EOF
+$BASE
+while true do pcall(function() while true do end end) end
+EOF
+expect_error limit-through-pcall 2 "pcall_loop.lua:8: recipe ran over 500 million instructions" \
+    timeout 60 "$PADDLE" check pcall_loop.lua
+
+write xpcall_loop.lua <<EOF
+$BASE
+while true do xpcall(function() while true do end end, function() while true do end end) end
+EOF
+expect_error limit-through-xpcall 2 "xpcall_loop.lua:8: recipe ran over 500 million instructions" \
+    timeout 60 "$PADDLE" check xpcall_loop.lua
+
+# finalizers run with the limit off: no __gc
+write gc.lua <<EOF
+$BASE
+setmetatable({}, { __gc = function() while true do end end })
+EOF
+expect_error no-gc-finalizer 2 "gc.lua:8: setmetatable: __gc is not available in a recipe" \
+    timeout 60 "$PADDLE" check gc.lua
+
+write mut_layer.lua <<EOF
+local keep
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  keep = nn.fc(x, 1)
+  keep.size = 1000
+  return nn.square_error_cost(keep, y)
+end
+$OPT
+$DATA
+EOF
+bad layer-read-only "mut_layer.lua:5: layer 'fc_0' is read-only (cannot set 'size')" mut_layer.lua
+
+write mt_layer.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local h = nn.fc(x, 1)
+  setmetatable(h, { __index = function() error("boom") end })
+  return nn.square_error_cost(h, y)
+end
+$OPT
+$DATA
+EOF
+bad layer-metatable-protected "mt_layer.lua:4: setmetatable: cannot change a protected metatable" mt_layer.lua
+
+write mut_opt.lua <<EOF
+$MODEL
+optimizer = nn.sgd { learning_rate = 0.001 }
+optimizer.learning_rate = -5
+$DATA
+EOF
+bad optimizer-read-only "mut_opt.lua:6: an optimizer is read-only (cannot set 'learning_rate')" mut_opt.lua
+
+# tables with raising metamethods handed to the builder: read raw, the
+# validated values are used (the check shows them)
+write raising_mt.lua <<EOF
+local evil = { __index = function() error("index") end, __newindex = function() error("newindex") end,
+               __pairs = function() error("pairs") end, __len = function() error("len") end }
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local h = nn.fc(x, 3, setmetatable({ act = "relu" }, evil))
+  local c = nn.concat(setmetatable({ h }, evil))
+  return setmetatable({ cost = nn.square_error_cost(nn.fc(c, 1), y) }, evil)
+end
+optimizer = nn.adam(setmetatable({ learning_rate = 0.5 }, evil))
+$DATA
+EOF
+run_capture timeout 60 "$PADDLE" check raising_mt.lua
+if [ "$rc" -eq 0 ] && [[ "$out" == *"fc_0                   fc                     size 3"* ]] &&
+    [[ "$out" == *"optimizer adam, learning_rate 0.5, beta1 0.9, beta2 0.999, epsilon 1e-08"* ]]; then
+    pass raising-metatables-read-raw
+else
+    fail raising-metatables-read-raw "exit $rc: $out"
+fi
+
+write pname.lua <<EOF
+model = function(nn)
+  local a, y = nn.id("a", 100), nn.data("y", 1)
+  local e = nn.embedding(a, 8, { param = ".hidden" })
+  return nn.square_error_cost(nn.fc(e, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad param-name-leading-dot "pname.lua:3: nn.embedding: param '.hidden' names a file" pname.lua
+
+write lname.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local h = nn.fc(x, 1, { name = string.rep("n", 130) })
+  return nn.square_error_cost(h, y)
+end
+$OPT
+$DATA
+EOF
+bad param-name-too-long "lname.lua:3: nn.fc: name 'nnnn" lname.lua
+
+# --- errors that are one line naming the file and line ---------------------------
+
+printf '\033Lua\124\000not a recipe' > binary.lua
+bad binary-chunk "binary.lua:1: a precompiled (binary) chunk is not a recipe" binary.lua
+
+write inc_binary.lua <<EOF
+include "binary.lua"
+$BASE
+EOF
+bad binary-chunk-included "binary.lua:1: a precompiled (binary) chunk is not a recipe" inc_binary.lua
+
+{ printf 'local x = '; for i in $(seq 300); do printf '('; done; printf 1
+  for i in $(seq 300); do printf ')'; done; printf '\n%s\n' "$BASE"; } > parens.lua
+expect_error nested-parentheses 2 "parens.lua:1: " timeout 60 "$PADDLE" check parens.lua
+
+write self.lua <<EOF
+include "self.lua"
+$BASE
+EOF
+bad include-self "self.lua:1: include cycle: self.lua -> self.lua" self.lua
+
+write cyc_a.lua <<EOF
+include "cyc_b.lua"
+$BASE
+EOF
+write cyc_b.lua <<EOF
+settings { passes = 2 }
+include "cyc_a.lua"
+EOF
+bad include-cycle "cyc_b.lua:2: include cycle: cyc_a.lua -> cyc_b.lua -> cyc_a.lua" cyc_a.lua
+
+mkdir -p adir
+write inc_dir.lua <<EOF
+include "adir"
+$BASE
+EOF
+bad include-directory "inc_dir.lua:1: cannot read adir" inc_dir.lua
+
+write err_table.lua <<EOF
+$BASE
+error({})
+EOF
+bad error-table "err_table.lua:8: error with a table value instead of a message" err_table.lua
+
+write err_none.lua <<EOF
+$BASE
+error()
+EOF
+bad error-no-value "err_none.lua:8: error with a nil value instead of a message" err_none.lua
+
+write err_nil.lua <<EOF
+$BASE
+error(nil)
+EOF
+bad error-nil "err_nil.lua:8: error with a nil value instead of a message" err_nil.lua
+
+write err_ctl.lua <<EOF
+$BASE
+error("bad\n\27[31mred\0!")
+EOF
+bad error-control-chars 'err_ctl.lua:8: bad\n\27[31mred\0!' err_ctl.lua
+
+write err_tostring.lua <<EOF
+$BASE
+error(setmetatable({}, { __tostring = function() return "two\nlines\r" end }))
+EOF
+bad error-tostring-control-chars 'err_tostring.lua:8: error: two\nlines\r' err_tostring.lua
+
+write err_tostring_loop.lua <<EOF
+$BASE
+error(setmetatable({}, { __tostring = function() while true do end end }))
+EOF
+expect_error error-tostring-endless 2 "recipe ran over 500 million instructions" \
+    timeout 60 "$PADDLE" check err_tostring_loop.lua
+
+write nul.lua <<EOF
+$BASE
+job { name = "job\0name" }
+EOF
+bad nul-in-string "nul.lua:8: job.name contains a NUL byte" nul.lua
+
+write nul_list.lua <<EOF
+cluster {
+  hosts = { "a@h1", "b@h\0x" },
+}
+$BASE
+EOF
+bad nul-in-list "nul_list.lua:2: cluster.hosts[2] contains a NUL byte" nul_list.lua
+
+write nul_include.lua <<EOF
+include "conf\0.lua"
+$BASE
+EOF
+bad nul-in-include "nul_include.lua:1: include's file name contains a NUL byte" nul_include.lua

@@ -1,0 +1,165 @@
+-- schema.lua - every key a declaration may hold: its type, range and default.
+--
+-- This is the only table of defaults: the C side reads what resolve.lua
+-- makes of it and has none of its own. `unset` is what a key without a
+-- default resolves to when the recipe leaves it out (strings: nil).
+
+local R = require "report"
+local fail = R.fail
+
+local S = {}
+
+local function int(lo, hi, default, unset)
+  return { kind = "int", lo = lo, hi = hi, default = default, unset = unset }
+end
+local function num(lo, hi, default) return { kind = "number", lo = lo, hi = hi, default = default } end
+local function str(default) return { kind = "string", default = default } end
+local function enum(values, default) return { kind = "enum", values = values, default = default } end
+local function bool(default) return { kind = "bool", default = default } end
+local function strlist() return { kind = "strlist" } end
+
+S.blocks = {
+  cluster = {
+    hosts = strlist(),
+    root_dir = str(nil),
+    nic = str(nil),
+    port = int(1, 65535, 7164),
+    ports_num = int(1, 64, 1),
+    ports_num_for_sparse = int(0, 64, 1),
+    ld_library_path = str(nil),
+    identity_files = strlist(),
+    use_agent = bool(true),
+    known_hosts = str(nil),
+    connect_timeout = num(0.1, 3600, 10),
+    pserver_hosts = strlist(),
+    trainer_hosts = strlist(),
+  },
+  job = {
+    name = str(nil),
+    pservers = int(0, 4096, nil),   -- resolve.lua: one per host, 1 without hosts
+    trainers = int(1, 4096, nil),   -- the same
+    workspace = str(nil),
+    deployed = str(nil),
+    restarts = int(0, 100, 0),
+    copy_output = enum({ "pass", "end", "never" }, "pass"),
+  },
+  data = {
+    train = str(nil),
+    test = str(nil),
+    format = enum({ "uci_housing", "csv", "libsvm", "movielens", "synthetic" }, "csv"),
+    header = bool(false),
+    columns = strlist(),
+    label = int(0, 1000000, nil, -1),      -- -1: not given
+    features = int(1, 100000000, nil, 0),  -- 0: not given
+    separator = str(","),
+    shuffle_buffer = int(0, 100000000, 0),
+    on_error = enum({ "fail", "skip" }, "fail"),
+    samples = int(1, 2000000000, 10000),
+    queue = int(1, 4096, 8),
+    test_fraction = num(0, 0.99, 0.1),
+  },
+  settings = {
+    batch_size = int(1, 10000000, 32),
+    passes = int(1, 1000000, 1),
+    mode = enum({ "sync", "async" }, "sync"),
+    seed = int(0, 2147483647, 1),
+    log_period = int(1, 100000000, 10),
+    max_batches = int(0, 2000000000, 0),
+    test_period = int(0, 100000000, 0),
+    device = enum({ "cpu", "cuda" }, "cpu"),
+    use_gpu = bool(false),
+    server_timeout = num(1, 86400, 120),
+    save_dir = str("output"),
+    checkpoint_dir = str(nil),
+    threads = int(0, 1024, 0),
+    num_gradient_servers = int(1, 4096, nil),
+  },
+}
+
+-- The order --key=value overrides look a key up in.
+S.names = { "cluster", "job", "data", "settings" }
+
+-- Optimizers: the settings each takes and their defaults. Every optimizer
+-- resolves every field of S.optimizer_fields; those it does not take are 0.
+S.optimizers = {
+  sgd = { learning_rate = 0.01 },
+  momentum = { learning_rate = 0.01, momentum = 0.9, nesterov = false },
+  adagrad = { learning_rate = 0.01, epsilon = 1e-6 },
+  adam = { learning_rate = 0.001, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8 },
+  rmsprop = { learning_rate = 0.01, rho = 0.95, epsilon = 1e-6, momentum = 0 },
+}
+S.optimizer_fields = {
+  learning_rate = 0, momentum = 0, beta1 = 0, beta2 = 0, epsilon = 0, rho = 0,
+  weight_decay = 0, nesterov = false,
+}
+
+-- Check one value against its spec; returns the (converted, copied) value.
+function S.check_value(where, decl, key, spec, v)
+  local function bad(what)
+    fail(where, "%s.%s must be %s, got %s", decl, key, what,
+      type(v) == "string" and string.format("'%s'", v) or tostring(v))
+  end
+  if spec.kind == "int" then
+    if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
+    if math.type(v) ~= "integer" then bad(string.format("an integer from %d to %d", spec.lo, spec.hi)) end
+    if v < spec.lo or v > spec.hi then bad(string.format("an integer from %d to %d", spec.lo, spec.hi)) end
+  elseif spec.kind == "number" then
+    if type(v) ~= "number" or v ~= v then bad(string.format("a number from %g to %g", spec.lo, spec.hi)) end
+    if v < spec.lo or v > spec.hi then bad(string.format("a number from %g to %g", spec.lo, spec.hi)) end
+  elseif spec.kind == "string" then
+    if type(v) ~= "string" then bad("a string") end
+    R.check_string(where, decl .. "." .. key, v)
+  elseif spec.kind == "bool" then
+    if type(v) ~= "boolean" then bad("true or false") end
+  elseif spec.kind == "enum" then
+    if type(v) ~= "string" then bad("one of " .. table.concat(spec.values, ", ")) end
+    local ok = false
+    for _, e in ipairs(spec.values) do if e == v then ok = true end end
+    if not ok then
+      local n = R.nearest(v, spec.values)
+      fail(where, "%s.%s must be one of %s, got '%s'%s", decl, key,
+        table.concat(spec.values, ", "), v, n and string.format(" (did you mean '%s'?)", n) or "")
+    end
+  elseif spec.kind == "strlist" then
+    if type(v) == "string" then v = { v } end
+    if type(v) ~= "table" then bad("a list of strings") end
+    local n = rawlen(v)
+    for k in next, v do
+      if math.type(k) ~= "integer" or k < 1 or k > n then
+        fail(where, "%s.%s must be a list of strings, but has key '%s'", decl, key, tostring(k))
+      end
+    end
+    local out = {}
+    for i = 1, n do
+      local s = rawget(v, i)
+      if type(s) ~= "string" then
+        fail(where, "%s.%s[%d] must be a string, got %s", decl, key, i, R.typename(s))
+      end
+      out[i] = R.check_string(where, string.format("%s.%s[%d]", decl, key, i), s)
+    end
+    v = out
+  end
+  return v
+end
+
+-- Validate a declaration table t (from file:line) against S.blocks[decl];
+-- returns a fresh table of the checked values.
+function S.check_decl(decl, t, file, line)
+  local spec = S.blocks[decl]
+  if type(t) ~= "table" then
+    fail(R.at(file, line), "%s expects a table, as in %s { key = value }, got %s", decl, decl, R.typename(t))
+  end
+  local out = {}
+  for k, v in next, t do
+    if type(k) ~= "string" then
+      fail(R.at(file, line), "%s { ... } takes key = value pairs; found a positional value %s",
+        decl, tostring(v))
+    end
+    local where = R.at(file, R.key_line(file, line, k))
+    if not spec[k] then R.unknown(where, "unknown key", k, R.keys_of(spec), " in " .. decl) end
+    out[k] = S.check_value(where, decl, k, spec[k], v)
+  end
+  return out
+end
+
+return S
