@@ -167,6 +167,8 @@ static void print_recipe(const pd_recipe *r, const pd_plan *plan)
         printf("metric   %s <- %s\n", r->metrics[i].name, r->layers[r->metrics[i].layer].name);
 }
 
+static int load_recipe(pd_recipe *r, pd_cli *cli);
+
 static int cmd_check(int argc, char **argv)
 {
     pd_cli cli;
@@ -174,10 +176,9 @@ static int cmd_check(int argc, char **argv)
     if (rc) return rc;
     pd_recipe r;
     pd_plan plan;
-    if (pd_recipe_load(&r, cli.pos[0], cli.cluster, cli.overrides, cli.noverrides) < 0) {
-        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+    if ((rc = load_recipe(&r, &cli)) != 0) {
         pd_cli_free(&cli);
-        return 2;
+        return rc;
     }
     if (pd_plan_make(&plan, &r) < 0) {
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
@@ -212,10 +213,37 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
+/* The last resort against a recipe that never ends: the instruction limit
+ * stops Lua code, but not a loop inside one call of Lua's C library (a
+ * backtracking string pattern). Loading a recipe has this long, by the wall
+ * clock (PADDLE_RECIPE_TIMEOUT seconds overrides it); then the process ends,
+ * saying so. */
+#define RECIPE_DEADLINE_S 60
+
+static char deadline_msg[512];
+
+static void on_deadline(int sig)
+{
+    (void)sig;
+    if (write(2, deadline_msg, strlen(deadline_msg)) < 0) {}
+    _exit(2);
+}
+
 /* Load the recipe a command names; prints the error and returns 2 on failure. */
 static int load_recipe(pd_recipe *r, pd_cli *cli)
 {
-    if (pd_recipe_load(r, cli->pos[0], cli->cluster, cli->overrides, cli->noverrides) < 0) {
+    const char *env = getenv("PADDLE_RECIPE_TIMEOUT");
+    int limit = env && atoi(env) > 0 ? atoi(env) : RECIPE_DEADLINE_S;
+    snprintf(deadline_msg, sizeof deadline_msg,
+             "paddle: %.400s: still loading after %d s: an endless loop in the recipe? (stopped)\n", cli->pos[0],
+             limit);
+    struct sigaction sa = {.sa_handler = on_deadline}, old;
+    sigaction(SIGALRM, &sa, &old);
+    unsigned left = alarm((unsigned)limit);
+    int rc = pd_recipe_load(r, cli->pos[0], cli->cluster, cli->overrides, cli->noverrides);
+    alarm(left);
+    sigaction(SIGALRM, &old, NULL);
+    if (rc < 0) {
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
         return 2;
     }

@@ -709,6 +709,15 @@ EOF
 expect_error no-gc-finalizer 2 "gc.lua:8: setmetatable: __gc is not available in a recipe" \
     timeout 60 "$PADDLE" check gc.lua
 
+# a loop inside one call of Lua's C library (a backtracking pattern) is out
+# of the instruction limit's reach: the wall-clock deadline stops it
+write pattern_loop.lua <<EOF
+local x = string.rep("a", 30000):find(".-.-.-.-b")
+$BASE
+EOF
+PADDLE_RECIPE_TIMEOUT=2 expect_error recipe-deadline 2 "pattern_loop.lua: still loading after 2 s: an endless loop in the recipe?" \
+    timeout 60 "$PADDLE" check pattern_loop.lua
+
 write mut_layer.lua <<EOF
 local keep
 model = function(nn)
