@@ -19,7 +19,7 @@ SRCS := $(sort $(wildcard src/*.c src/*/*.c))
 LIB_SRCS := $(filter-out src/main.c,$(SRCS))
 LUA_FILES := $(sort $(wildcard lua/*.lua))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
-WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation
+WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS_COMMON := -std=gnu11 -D_GNU_SOURCE -MMD -MP $(WARN)
 
 # --- generated sources ---------------------------------------------------------

@@ -779,7 +779,7 @@ static const pd_backend cuda_backend = {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int ready;
 static char why[512];    /* when not ready: the message pd_cuda_backend sets */
-static char device[256]; /* when ready: "NVIDIA H100 (sm_90, 79.1 GiB)" */
+static char device[sizeof(((cudaDeviceProp *)0)->name) + 64]; /* when ready: "NVIDIA H100 (sm_90, 79.1 GiB)" */
 
 static void init_fail(const char *what, cudaError_t e)
 {

@@ -54,7 +54,7 @@ $(eval $(call flavour,cuda,gcc,-O2 -g,,cuda,paddle-cuda,glibc-cuda))
 build/obj/cuda/src/backend/cuda.o: src/backend/cuda.cu $(CUDA_HDRS)
 	@mkdir -p $(@D)
 	$(NVCC) $(CUDA_CXXFLAGS) $(CUDA_GENCODE) -Werror all-warnings \
-	    -Xcompiler -Wall,-Wextra,-Wshadow,-Wno-unused-parameter,-Wno-format-truncation -c -o $@ $<
+	    -Xcompiler -Wall,-Wextra,-Wshadow,-Wno-unused-parameter -c -o $@ $<
 
 paddle-cuda build/cuda/unit_tests: build/obj/cuda/src/backend/cuda.o
 

@@ -37,7 +37,7 @@ int pd_err_set(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (vsnprintf(msg, sizeof msg, fmt, ap) >= (int)sizeof msg) memcpy(msg + sizeof msg - 4, "...", 4);
     va_end(ap);
     msg_code = code;
     return code;
@@ -51,11 +51,12 @@ int pd_err_wrap(int code, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     if (msg_code == 0 || msg[0] == '\0')
-        snprintf(msg, sizeof msg, "%s: %s", prefix, pd_strerror(code));
-    else {
+        memcpy(old, pd_strerror(code), strlen(pd_strerror(code)) + 1);
+    else
         memcpy(old, msg, sizeof msg);
-        snprintf(msg, sizeof msg, "%s: %s", prefix, old);
-    }
+    /* a message longer than the buffer ends in "..." rather than silently */
+    if (snprintf(msg, sizeof msg, "%s: %s", prefix, old) >= (int)sizeof msg)
+        memcpy(msg + sizeof msg - 4, "...", 4);
     msg_code = code;
     return code;
 }

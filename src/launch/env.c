@@ -159,7 +159,8 @@ static int env_bind(pd_env_role *e)
     *colon = '\0';
     int rc = to_int("the pserver list's port", colon + 1, 1, 65535, &e->port);
     if (rc < 0) return rc;
-    snprintf(e->bind, sizeof e->bind, "%s", me);
+    if (strlen(me) >= sizeof e->bind) return pd_err_set(PD_EINVAL, "pserver address '%s' is too long", me);
+    memcpy(e->bind, me, strlen(me) + 1);
     return 0;
 }
 

@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <dirent.h>
 #include <ftw.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -70,26 +69,6 @@ struct deploy {
     pd_ssh_opts sopts;
 };
 
-static int hash_file(const char *path, char *hex)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return pd_err_set(PD_EIO, "cannot read %s: %s", path, strerror(errno));
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) EVP_DigestUpdate(ctx, buf, n);
-    int bad = ferror(f);
-    fclose(f);
-    unsigned char md[32];
-    unsigned int len = 32;
-    EVP_DigestFinal_ex(ctx, md, &len);
-    EVP_MD_CTX_free(ctx);
-    if (bad) return pd_err_set(PD_EIO, "cannot read %s", path);
-    pd_hex(md, 32, hex);
-    return 0;
-}
-
 /* --- the workspace ------------------------------------------------------- */
 
 static deploy *walk_d;
@@ -110,7 +89,7 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
     f->rel = pd_xstrdup(rel);
     f->local = pd_xstrdup(path);
     f->mode = st->st_mode & 0777;
-    return hash_file(path, f->hash) < 0 ? -1 : 0;
+    return pd_sha256_file(path, f->hash) < 0 ? -1 : 0;
 }
 
 static int list_workspace(deploy *d, const char *dir)
@@ -453,7 +432,7 @@ static int add_file(deploy *d, const char *rel, const char *local)
     f->rel = pd_xstrdup(rel);
     f->local = pd_xstrdup(local);
     f->mode = 0644;
-    return hash_file(local, f->hash);
+    return pd_sha256_file(local, f->hash);
 }
 
 /* The job directory (a new JOB<timestamp> under root_dir, or the deployed
@@ -596,7 +575,7 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     double t0 = pd_now();
     d->exe = exe;
     d->root = r->root_dir ? r->root_dir : ".";
-    if (!sup || hash_file(exe, d->exe_hash) < 0 || pd_secret_new(d->secret) < 0 || prepare_files(d, r, o) < 0) {
+    if (!sup || pd_sha256_file(exe, d->exe_hash) < 0 || pd_secret_new(d->secret) < 0 || prepare_files(d, r, o) < 0) {
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
         goto out;
     }

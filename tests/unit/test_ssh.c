@@ -547,7 +547,7 @@ PD_TEST(ssh_live_exec)
         CHECK_EQ_INT(pd_ssh_exec(s, cmd, &cs[i]), 0);
     }
     for (int i = 0; i < 4; i++) {
-        char want[16];
+        char want[32];
         snprintf(want, sizeof want, "chan-%d\n", i);
         drain(s, cs[i], out, sizeof out, err, sizeof err, NULL);
         CHECK_STR_EQ(out, want);
