@@ -4,6 +4,7 @@
 #include "../../src/core/log.h"
 #include "../../src/core/pd.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -58,6 +59,7 @@ void fz_write(const char *name, const void *data, size_t n)
     const uint8_t *p = data;
     while (n > 0) {
         ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
         if (k <= 0) fz_fail("cannot write %s", path);
         p += k;
         n -= (size_t)k;

@@ -40,6 +40,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -106,6 +107,11 @@ typedef struct run {
 static void *serve(void *arg)
 {
     run *x = arg;
+    /* libFuzzer's -timeout timer (SIGALRM) goes to the fuzzing thread */
+    sigset_t alarm;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alarm, NULL);
     /* SAVE writes checkpoints relative to the working directory: give this
      * thread its own, the scratch directory (the fuzzer's stays put) */
     if (unshare(CLONE_FS) != 0 || chdir(fz_dir()) != 0) fz_fail("cannot enter %s", fz_dir());
@@ -132,7 +138,8 @@ static void start(run *x, uint8_t opt)
     char line[32] = "";
     size_t got = 0;
     ssize_t k;
-    while (got < sizeof line - 1 && (k = read(p[0], line + got, sizeof line - 1 - got)) > 0) got += (size_t)k;
+    while (got < sizeof line - 1 && ((k = read(p[0], line + got, sizeof line - 1 - got)) > 0 || (k < 0 && errno == EINTR)))
+        if (k > 0) got += (size_t)k;
     close(p[0]);
     x->port = atoi(line);
     if (x->port <= 0) fz_fail("the pserver did not start: %s", pd_err_msg());
@@ -145,8 +152,19 @@ static int dial(int port)
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
+        /* interrupted (libFuzzer's timer): the connection goes on; wait for it */
+        int err = errno;
+        socklen_t len = sizeof err;
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (err == EINTR) {
+            while (poll(&p, 1, WAIT_MS) < 0 && errno == EINTR) continue;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        }
+        if (err) {
+            close(fd);
+            errno = err;
+            return -1;
+        }
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -22,8 +22,9 @@ for h in "$@"; do
     opts=(-max_total_time="$secs" -rss_limit_mb=4096 -max_len=65536
           -artifact_prefix="$out/" -print_final_stats=1)
     case $h in
-        # a recipe may use up to 1 GiB (the sandbox's limit) before it fails
-        recipe) opts+=(-timeout=10 -malloc_limit_mb=3072 -dict=tests/fuzz/recipe.dict) ;;
+        # a recipe may use up to 1 GiB (the sandbox's limit) before it fails, and
+        # runs up to its instruction limit (about 5 s here) before it is stopped
+        recipe) opts+=(-timeout=25 -malloc_limit_mb=3072 -dict=tests/fuzz/recipe.dict) ;;
         # a pserver in a thread per input; the harness itself waits 10 s at most
         server_*) opts+=(-timeout=30) ;;
         *) opts+=(-timeout=10) ;;
