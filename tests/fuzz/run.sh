@@ -24,11 +24,12 @@ for h in "$@"; do
     case $h in
         # a recipe may use up to 1 GiB (the sandbox's limit) before it fails, and
         # runs up to its instruction limit (about 5 s here) before it is stopped
-        recipe) opts+=(-timeout=25 -malloc_limit_mb=3072 -dict=tests/fuzz/recipe.dict) ;;
+        recipe) timeout=25; opts+=(-malloc_limit_mb=3072 -dict=tests/fuzz/recipe.dict) ;;
         # a pserver in a thread per input; the harness itself waits 10 s at most
-        server_*) opts+=(-timeout=30) ;;
-        *) opts+=(-timeout=10) ;;
+        server_*) timeout=30 ;;
+        *) timeout=10 ;;
     esac
+    opts+=(-timeout=$timeout)
     start=$(date +%s)
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
         "$bin" "${opts[@]}" "$out/corpus" "tests/fuzz/$h" > "$out/log" 2>&1
@@ -42,7 +43,7 @@ for h in "$@"; do
     echo "fuzz: $h FAILED (exit $rc); log: $out/log" >&2
     grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error:|fuzz harness:|ALARM|==[0-9]+== ERROR)' "$out/log" | head -5 >&2
     for a in $(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$out/log"); do
-        echo "fuzz: $h: the input is saved as $a; reproduce with: $bin $a" >&2
+        echo "fuzz: $h: the input is saved as $a; reproduce with: $bin -timeout=$timeout $a" >&2
     done
 done
 if [ ${#failed[@]} -gt 0 ]; then
