@@ -12,8 +12,7 @@
  *     double v = pd_auc_value(&a);      // NaN when one class is absent
  *     pd_auc_free(&a);
  *
- * Tied scores count half (the Mann-Whitney statistic with average ranks),
- * as sklearn's roc_auc_score does.
+ * The value is pd_auc_compute (core/auc.h): exact, ties counted half.
  */
 #ifndef PD_AUC_H
 #define PD_AUC_H
@@ -31,8 +30,5 @@ void pd_auc_add_layer(pd_auc *a, pd_net *net, int layer);
 void pd_auc_add(pd_auc *a, const float *score, const float *label, long n);
 double pd_auc_value(const pd_auc *a);
 void pd_auc_free(pd_auc *a);
-
-/* AUC of n scores against labels (> 0.5: positive); NaN without both. */
-double pd_auc_compute(const float *score, const float *label, long n);
 
 #endif
