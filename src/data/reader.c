@@ -3,6 +3,7 @@
  * (uci_housing, csv, libsvm; movielens in movielens.c). See reader.h.
  */
 #include "reader.h"
+#include "criteo.h"
 #include "movielens.h"
 #include "../core/log.h"
 #include "../core/pd.h"
@@ -19,7 +20,7 @@
 #define MAX_COLUMNS 100000
 #define MAX_LINE (16 << 20)
 
-enum { FMT_UCI, FMT_CSV, FMT_LIBSVM, FMT_MOVIELENS, FMT_SYNTH };
+enum { FMT_UCI, FMT_CSV, FMT_LIBSVM, FMT_MOVIELENS, FMT_CRITEO, FMT_SYNTH };
 enum { ITEM_BATCH, ITEM_END, ITEM_ERROR };
 
 /* Which columns of a table row feed a slot (0-based, inclusive). */
@@ -48,6 +49,9 @@ struct pd_reader {
     /* movielens: the dataset, and the field each slot takes */
     pd_movielens *ml;
     int *ml_fields;
+
+    /* criteo: which slot reads which field */
+    pd_criteo criteo;
 
     /* queue */
     pthread_t thread;
@@ -561,6 +565,16 @@ static int read_table_file(pd_reader *rd, const char *file)
     return rc;
 }
 
+/* criteo: the lines of one file (criteo.c), each offered as a sample */
+static int criteo_sample(void *ctx) { return offer(ctx); }
+static int criteo_bad(void *ctx) { return bad_line(ctx); }
+
+static int read_criteo_file(pd_reader *rd, const char *file)
+{
+    pd_criteo_sink sink = {.sample = criteo_sample, .bad = criteo_bad, .ctx = rd};
+    return pd_criteo_read_file(&rd->criteo, file, &rd->stage, &sink) < 0 ? -1 : 0;
+}
+
 /* synthetic: random samples in the model's slots, for benchmarks and smoke
  * tests (dense uniform with variance 1, but width-1 slots uniform in [1, 5]; ids uniform;
  * id lists of 1 to 5 ids) */
@@ -618,7 +632,9 @@ static int run_pass(pd_reader *rd)
     } else {
         for (int k = 0; k < rd->nfiles; k++) {
             if (rd->split_files && k % rd->o.nshares != rd->o.share) continue;
-            if (read_table_file(rd, rd->files[k]) < 0) return -1;
+            if ((rd->format == FMT_CRITEO ? read_criteo_file(rd, rd->files[k])
+                                          : read_table_file(rd, rd->files[k])) < 0)
+                return -1;
         }
     }
     if (rd->shuf.n && flush_shuffle(rd) < 0) return -1;
@@ -665,6 +681,7 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
     rd->format = !strcmp(fmt, "uci_housing") ? FMT_UCI
                : !strcmp(fmt, "libsvm") ? FMT_LIBSVM
                : !strcmp(fmt, "movielens") ? FMT_MOVIELENS
+               : !strcmp(fmt, "criteo") ? FMT_CRITEO
                : !strcmp(fmt, "synthetic") ? FMT_SYNTH
                : FMT_CSV;
     rd->sep = rd->format == FMT_UCI ? ' ' : (r->separator && r->separator[0] ? r->separator[0] : ',');
@@ -682,8 +699,9 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
     if ((rc = resolve_files(rd, path)) < 0) goto err;
     rd->split_files = rd->o.nshares > 1 && rd->nfiles >= rd->o.nshares && rd->format != FMT_UCI;
     if (rd->format != FMT_LIBSVM && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH &&
-        (rc = parse_columns(rd)) < 0)
+        rd->format != FMT_CRITEO && (rc = parse_columns(rd)) < 0)
         goto err;
+    if (rd->format == FMT_CRITEO && (rc = pd_criteo_bind(&rd->criteo, rd->layout, rd->nslots, r)) < 0) goto err;
     if (rd->format == FMT_UCI && (rc = load_uci(rd)) < 0) goto err;
     if (rd->format == FMT_MOVIELENS) {
         /* data.train / data.test name the directory of the three .dat files */
