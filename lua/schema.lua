@@ -71,6 +71,7 @@ S.blocks = {
     device = enum({ "cpu", "cuda" }, "cpu"),
     use_gpu = bool(false),
     server_timeout = num(1, 86400, 120),
+    heartbeat_timeout = num(1, 86400, 30),
     save_dir = str("output"),
     checkpoint_dir = str(nil),
     threads = int(0, 1024, 0),

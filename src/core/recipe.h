@@ -103,6 +103,7 @@ typedef struct pd_recipe {
     char *mode, *device, *save_dir;
     char *checkpoint_dir; /* pservers save their shards under it after each pass */
     double server_timeout;
+    double heartbeat_timeout; /* seconds a silent node (later: role) may stay silent before it is dead */
 
     /* model */
     int nlayers;
