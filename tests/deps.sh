@@ -1,13 +1,28 @@
 #!/usr/bin/env bash
 # deps.sh - install what the tests use, when missing (Debian, as root):
 # NumPy for the reference computations (Debian's python3-numpy, imported by
-# /usr/bin/python3), OpenSSH's server and client for the multi-host tests.
+# /usr/bin/python3), OpenSSH's server and client for the multi-host tests,
+# and the engines tests/integration/engines_*.sh run the job under: OpenMPI,
+# Slurm (slurmctld, slurmd, srun), podman with runc and netavark/aardvark-dns
+# (container networks with DNS), Node.js and npm (offline schema validation
+# of the Kubernetes manifests). The package lists are read first (apt-get
+# update) so that a fresh machine finds them.
 set -euo pipefail
 missing=()
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || missing+=(python3-numpy)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh-keygen >/dev/null || missing+=(openssh-client)
 command -v file >/dev/null || missing+=(file)
+command -v mpirun >/dev/null || missing+=(openmpi-bin)
+command -v slurmctld >/dev/null || missing+=(slurmctld)
+command -v slurmd >/dev/null || missing+=(slurmd)
+command -v srun >/dev/null || missing+=(slurm-client)
+command -v podman >/dev/null || missing+=(podman)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /usr/lib/podman/netavark ] || command -v netavark >/dev/null || missing+=(netavark)
+[ -x /usr/lib/podman/aardvark-dns ] || command -v aardvark-dns >/dev/null || missing+=(aardvark-dns)
+command -v iptables >/dev/null || missing+=(iptables)
+command -v npm >/dev/null || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
     echo "tests/deps.sh: please install: ${missing[*]}" >&2
@@ -15,5 +30,5 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "tests/deps.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
-    { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+apt-get update -q >&2 || echo "tests/deps.sh: apt-get update failed; trying the lists there are" >&2
+apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
