@@ -17,6 +17,7 @@
 #include "nn/net.h"
 #include "nn/train.h"
 #include "launch/env.h"
+#include "launch/k8s.h"
 #include "launch/remote.h"
 #include "launch/rendezvous.h"
 #include "launch/secret.h"
@@ -589,6 +590,46 @@ static int cmd_start(int argc, char **argv)
     return rc;
 }
 
+/* --- k8s ------------------------------------------------------------------ */
+
+/* `paddle k8s`: the job's Kubernetes manifests on stdout. */
+static int cmd_k8s(int argc, char **argv)
+{
+    pd_k8s_opts o = {.image = "paddle:latest"};
+    char **rest = pd_xcalloc((size_t)argc + 1, sizeof *rest);
+    const char **extra = pd_xcalloc((size_t)argc + 1, sizeof *extra);
+    int n = 0, rc = 0;
+    rest[n++] = argv[0];
+    for (int i = 1; i < argc && rc == 0; i++) {
+        const char **slot = !strcmp(argv[i], "--image") ? &o.image : !strcmp(argv[i], "--name") ? &o.name
+                          : !strcmp(argv[i], "--namespace") ? &o.namespace_ : NULL;
+        if (slot && i + 1 < argc) *slot = argv[++i];
+        else if (slot) rc = 2, fprintf(stderr, "paddle k8s: %s needs a value\n", argv[i]);
+        else if (!strcmp(argv[i], "--kubeflow")) o.kubeflow = 1;
+        else if (!strcmp(argv[i], "--pod")) o.pod = 1;
+        else rest[n++] = argv[i];
+    }
+    for (int i = 1; i < n; i++)
+        if (!strncmp(rest[i], "--", 2) && strncmp(rest[i], "--cluster", 9)) extra[o.nargs++] = rest[i];
+    o.args = extra;
+    pd_cli cli;
+    pd_recipe r;
+    static const char *const known[] = {NULL};
+    if (rc == 0 && (rc = pd_cli_parse(&cli, "k8s", n, rest, 1, 1, known)) == 0) {
+        if ((rc = load_recipe(&r, &cli)) == 0) {
+            if (pd_k8s_print(stdout, &r, &o) < 0) {
+                fprintf(stderr, "paddle k8s: %s\n", pd_err_msg());
+                rc = 1;
+            }
+            pd_recipe_free(&r);
+        }
+        pd_cli_free(&cli);
+    }
+    free(rest);
+    free(extra);
+    return rc;
+}
+
 /* --- gen ------------------------------------------------------------------- */
 
 static int cmd_gen(int argc, char **argv)
@@ -680,6 +721,16 @@ static const command commands[] = {
      "and the rest the trainers. The job secret comes from PADDLE_JOB_SECRET (64 hex\n"
      "digits) or PADDLE_JOB_SECRET_FILE, the same for every role. A missing or\n"
      "contradictory variable is an error naming it.\n"},
+    {"k8s", cmd_k8s, "RECIPE [--image IMAGE] [--name JOB] [--namespace NS] [--kubeflow | --pod] [--key=value ...]",
+     "Print Kubernetes manifests that run the job (kubectl apply -f -).",
+     "A Secret with a new job secret, a ConfigMap with the recipe and the small files\n"
+     "it reads, a headless Service and a StatefulSet for the pservers, and the\n"
+     "trainers as an Indexed Job (restarts from job.restarts); every role runs\n"
+     "`paddle start` with the Fleet variables. --kubeflow: a Kubeflow PaddleJob\n"
+     "instead (the rendezvous forms the job). --pod: one Pod with every role as a\n"
+     "container on localhost, for `podman kube play`. --key=value is passed on to\n"
+     "every role. The model lands in /output of trainer 0 (an emptyDir: mount a\n"
+     "volume there to keep it). docs/engines.md has the details.\n"},
     {"gen", cmd_gen, "movielens --out DIR [--seed N] [--ratings N] [--users N] [--movies N]",
      "Write a synthetic data set shaped like a real one, with a planted structure.",
      "movielens: users.dat, movies.dat and ratings.dat as MovieLens-1M (Latin-1,\n"
