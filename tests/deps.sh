@@ -3,7 +3,7 @@
 # NumPy for the reference computations (Debian's python3-numpy, imported by
 # /usr/bin/python3), OpenSSH's server and client for the multi-host tests,
 # and the engines tests/integration/engines_*.sh run the job under: OpenMPI,
-# Slurm (slurmctld, slurmd, srun), podman with runc and netavark/aardvark-dns
+# Slurm (slurmctld, slurmd, srun), podman with runc, catatonit and netavark/aardvark-dns
 # (container networks with DNS), Node.js and npm (offline schema validation
 # of the Kubernetes manifests). The package lists are read first (apt-get
 # update) so that a fresh machine finds them.
@@ -22,6 +22,7 @@ command -v runc >/dev/null || missing+=(runc)
 [ -x /usr/lib/podman/netavark ] || command -v netavark >/dev/null || missing+=(netavark)
 [ -x /usr/lib/podman/aardvark-dns ] || command -v aardvark-dns >/dev/null || missing+=(aardvark-dns)
 command -v iptables >/dev/null || missing+=(iptables)
+[ -x /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null || missing+=(catatonit)  # pods need a pause image
 command -v npm >/dev/null || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then

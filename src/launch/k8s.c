@@ -32,6 +32,8 @@ typedef struct job {
     int nports;
 } job;
 
+static int dir_first(const job *j, int i);
+
 /* A YAML double-quoted scalar (JSON's escapes). */
 static void quoted(FILE *f, const char *s, size_t n)
 {
@@ -155,12 +157,52 @@ static void container(FILE *f, const job *j, const char *in, const char *name, c
     else fprintf(f, "%s  - name: PADDLE_JOB_SECRET\n%s    valueFrom: {secretKeyRef: {name: %s-secret, key: "
                  "PADDLE_JOB_SECRET}}\n", in, in, j->name);
     fputs(env, f);
-    fprintf(f, "%s  volumeMounts:\n%s  - {name: workspace, mountPath: /job, readOnly: true}\n"
-               "%s  - {name: output, mountPath: /output}\n", in, in, in);
+    fprintf(f, "%s  volumeMounts:\n", in);
+    if (!j->o->pod) fprintf(f, "%s  - {name: workspace, mountPath: /job, readOnly: true}\n", in);
+    for (int i = 0; j->o->pod && i < j->nfiles; i++) {
+        const char *slash = strrchr(j->files[i].path, '/');
+        if (dir_first(j, i))
+            fprintf(f, "%s  - {name: workspace-%d, mountPath: \"/job%s%.*s\"}\n", in, i, slash ? "/" : "",
+                    slash ? (int)(slash - j->files[i].path) : 0, j->files[i].path);
+    }
+    fprintf(f, "%s  - {name: output, mountPath: /output}\n", in);
+}
+
+/* --pod: podman 4 makes no subdirectories for a ConfigMap's items, so each
+ * directory of the workspace is a volume of its own; file i comes first in
+ * its directory? */
+static int dir_first(const job *j, int i)
+{
+    const char *a = j->files[i].path, *sa = strrchr(a, '/');
+    for (int k = 0; k < i; k++) {
+        const char *b = j->files[k].path, *sb = strrchr(b, '/');
+        if ((!sa && !sb) || (sa && sb && sa - a == sb - b && strncmp(a, b, (size_t)(sa - a)) == 0)) return 0;
+    }
+    return 1;
+}
+
+static void pod_volumes(FILE *f, const job *j, const char *in)
+{
+    fprintf(f, "%svolumes:\n", in);
+    for (int i = 0; i < j->nfiles; i++) {
+        if (!dir_first(j, i)) continue;
+        fprintf(f, "%s- name: workspace-%d\n%s  configMap:\n%s    name: %s-workspace\n%s    items:\n", in, i, in, in,
+                j->name, in);
+        const char *sa = strrchr(j->files[i].path, '/');
+        for (int k = i; k < j->nfiles; k++) {
+            const char *b = j->files[k].path, *sb = strrchr(b, '/');
+            if (k > i && dir_first(j, k)) continue;
+            int same = (!sa && !sb) || (sa && sb && sa - j->files[i].path == sb - b &&
+                                        strncmp(j->files[i].path, b, (size_t)(sa - j->files[i].path)) == 0);
+            if (same) fprintf(f, "%s    - {key: %s, path: \"%s\"}\n", in, j->files[k].key, sb ? sb + 1 : b);
+        }
+    }
+    fprintf(f, "%s- name: output\n%s  emptyDir: {}\n", in, in);
 }
 
 static void volumes(FILE *f, const job *j, const char *in)
 {
+    if (j->o->pod) return pod_volumes(f, j, in);
     fprintf(f, "%svolumes:\n%s- name: workspace\n%s  configMap:\n%s    name: %s-workspace\n%s    items:\n", in, in,
             in, in, j->name, in);
     for (int i = 0; i < j->nfiles; i++)
