@@ -24,7 +24,19 @@ command -v runc >/dev/null || missing+=(runc)
 command -v iptables >/dev/null || missing+=(iptables)
 [ -x /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null || missing+=(catatonit)  # pods need a pause image
 command -v npm >/dev/null || missing+=(npm)
-[ ${#missing[@]} -eq 0 ] && exit 0
+# npm's kubernetes-models (and a YAML parser) for engines_k8s.sh, into
+# build/npm: fetched once from the npm registry, offline after that
+npm_models() {
+    local dir
+    dir="$(cd "$(dirname "$0")/.." && pwd)/build/npm"
+    [ -d "$dir/node_modules/kubernetes-models" ] && [ -d "$dir/node_modules/yaml" ] && return 0
+    command -v npm >/dev/null || return 0
+    mkdir -p "$dir"
+    echo "tests/deps.sh: npm install kubernetes-models yaml (into build/npm)" >&2
+    (cd "$dir" && npm install --prefix . --no-audit --no-fund kubernetes-models yaml >&2) ||
+        echo "tests/deps.sh: npm install failed; engines_k8s.sh will skip its schema check" >&2
+}
+if [ ${#missing[@]} -eq 0 ]; then npm_models; exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
     echo "tests/deps.sh: please install: ${missing[*]}" >&2
     exit 1
@@ -33,3 +45,4 @@ echo "tests/deps.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >&2 || echo "tests/deps.sh: apt-get update failed; trying the lists there are" >&2
 apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+npm_models
