@@ -709,18 +709,21 @@ static const command commands[] = {
      "Connects to every pserver (printing which are not ready while it waits, up to\n"
      "settings.server_timeout seconds), trains on its share of the data, and, as\n"
      "trainer 0, initialises the pservers, tests after each pass and writes the model.\n"},
-    {"start", cmd_start, "RECIPE [--key=value ...]",
-     "Run the role the environment names (Kubernetes, MPI, Slurm).",
+    {"start", cmd_start, "RECIPE [--master=HOST:PORT] [--pservers=P] [--rendezvous_timeout=S] [--key=value ...]",
+     "Run the role the environment names (mpirun, Slurm, Kubernetes, Volcano).",
      "Reads PaddlePaddle's variables, either scheme:\n"
      "  PADDLE_TRAINING_ROLE | TRAINING_ROLE            PSERVER or TRAINER\n"
      "  PADDLE_PSERVER_IPS + PADDLE_PSERVER_PORT | PADDLE_PSERVERS_IP_PORT_LIST\n"
      "  PADDLE_TRAINERS | PADDLE_TRAINERS_NUM           number of trainers\n"
      "  PADDLE_CURRENT_IP | POD_IP + PADDLE_PORT        this pserver's address\n"
      "  PADDLE_TRAINER_ID                               this trainer's index\n"
-     "Under mpirun or srun without a role variable, ranks 0..P-1 are the pservers\n"
-     "and the rest the trainers. The job secret comes from PADDLE_JOB_SECRET (64 hex\n"
-     "digits) or PADDLE_JOB_SECRET_FILE, the same for every role. A missing or\n"
-     "contradictory variable is an error naming it.\n"},
+     "(and Volcano's VC_* and PaddleFlow's: docs/engines.md). Without a pserver list,\n"
+     "under mpirun or srun or with --master / PADDLE_MASTER (Kubeflow), the job forms\n"
+     "by a rendezvous: rank 0 listens, every rank registers, and ranks 0..P-1 become\n"
+     "the pservers (P: --pservers, else the recipe), the rest trainers. The job\n"
+     "secret comes from PADDLE_JOB_SECRET (64 hex digits) or PADDLE_JOB_SECRET_FILE,\n"
+     "the same for every role. A missing or contradictory variable is an error\n"
+     "naming it.\n"},
     {"k8s", cmd_k8s, "RECIPE [--image IMAGE] [--name JOB] [--namespace NS] [--kubeflow | --pod] [--key=value ...]",
      "Print Kubernetes manifests that run the job (kubectl apply -f -).",
      "A Secret with a new job secret, a ConfigMap with the recipe and the small files\n"
