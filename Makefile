@@ -3,6 +3,7 @@
 #   make            ./paddle, static (musl), dependencies built from vendor/
 #   make test       build, then unit and integration tests (what CI runs)
 #   make asan       ./paddle-asan (glibc, ASan + UBSan) and the same tests on it
+#   make fuzz       libFuzzer harnesses (clang), each run FUZZ_SECONDS (30)
 #   make cuda       ./paddle-cuda (glibc + CUDA backend)
 #   make image      a FROM scratch container image of ./paddle (podman or docker, offline)
 #   make demo       the README's demo
@@ -77,6 +78,12 @@ endef
 , := ,
 $(eval $(call flavour,musl,musl-gcc,-O2 -g,-static -s,musl,paddle,static-musl))
 $(eval $(call flavour,asan,gcc,-O1 -g -fno-omit-frame-pointer -fsanitize=address$(,)undefined -fno-sanitize-recover=undefined,-fsanitize=address$(,)undefined,glibc,paddle-asan,glibc-asan))
+# the fuzz flavour: the library sources for the libFuzzer harnesses (tests/fuzz/fuzz.mk)
+FUZZ_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+               -fno-sanitize-recover=undefined -Wno-unknown-warning-option
+FUZZ_LDFLAGS := -fsanitize=fuzzer,address,undefined
+$(eval $(call flavour,fuzz,clang,$(FUZZ_CFLAGS),$(FUZZ_LDFLAGS),glibc,build/fuzz/paddle,glibc-fuzz))
+include tests/fuzz/fuzz.mk
 
 # install the build tools a fresh Debian machine lacks, before any fetch
 $(foreach p,$(VENDOR_PKGS),$(eval $(VENDOR_SRC_$(p))/.paddle-unpacked: | build/.tools))
@@ -116,7 +123,7 @@ bench: paddle build/musl/ps_bench build/musl/sgemm_bench
 	@bench/run.sh ./paddle
 
 clean:
-	rm -rf build/obj build/gen build/musl build/asan build/tools paddle paddle-asan paddle-cuda
+	rm -rf build/obj build/gen build/musl build/asan build/fuzz build/tools paddle paddle-asan paddle-cuda
 
 include src/backend/cuda.mk
 # the CUDA binary and its unit tests are built by make test wherever nvcc is,
@@ -124,4 +131,4 @@ include src/backend/cuda.mk
 # (TEST_EXTRA_CHECKS), so that the GPU code cannot rot on machines without a GPU
 test: $(TEST_EXTRA_DEPS)
 
-.PHONY: test asan image demo bench clean strip FORCE
+.PHONY: test asan fuzz image demo bench clean strip FORCE

@@ -292,6 +292,44 @@ function N.new(limits)
   nn.softmax_cross_entropy = class_layer("softmax_cross_entropy", { cost = true })
   nn.classification_error = class_layer("classification_error", { metric = true })
 
+  -- nn.add { a, b, ... }: element-wise sum of dense layers of one size
+  function nn.add(inputs, opts)
+    local w = where()
+    opts = opts_table(opts, "add", { name = true }, w)
+    if type(inputs) ~= "table" or records[inputs] or rawlen(inputs) < 2 then
+      fail(w, "nn.add: expects a list of at least two layers, e.g. nn.add { wide, deep }")
+    end
+    local list = {}
+    for i = 1, rawlen(inputs) do
+      local x = need_node(rawget(inputs, i), "add", "input " .. i, w)
+      if x.seq or x.kind == "id" or x.kind == "id_list" then fail(w, "nn.add: input '%s' must be dense", x.name) end
+      if i > 1 and x.size ~= list[1].size then
+        fail(w, "nn.add: inputs differ in size: '%s' has %d, '%s' has %d", list[1].name, list[1].size, x.name, x.size)
+      end
+      list[i] = x
+    end
+    return (add({ type = "add", inputs = list, size = list[1].size }, "add", w, opts.name))
+  end
+
+  -- binary logistic cost on logits against dense 0/1 targets of the same size
+  function nn.sigmoid_cross_entropy(logits, label, opts)
+    local w = where()
+    opts = opts_table(opts, "sigmoid_cross_entropy", { name = true }, w)
+    logits, label = dense_pair("sigmoid_cross_entropy", logits, label, w)
+    return (add({ type = "sigmoid_cross_entropy", inputs = { logits, label }, size = 1, cost = true },
+      "sigmoid_cross_entropy", w, opts.name))
+  end
+
+  -- AUC metric: a score of size 1 (logit or probability) against a dense 0/1
+  -- label; exact over the whole test set
+  function nn.auc(score, label, opts)
+    local w = where()
+    opts = opts_table(opts, "auc", { name = true }, w)
+    score, label = dense_pair("auc", score, label, w)
+    if score.size ~= 1 then fail(w, "nn.auc: the score '%s' must have size 1, it has %d", score.name, score.size) end
+    return (add({ type = "auc", inputs = { score, label }, size = 1, metric = true }, "auc", w, opts.name))
+  end
+
   -- optimizers: the handle shows its settings, read-only
   local Optimizer = {
     __metatable = "paddle.optimizer",

@@ -46,7 +46,7 @@ S.blocks = {
   data = {
     train = str(nil),
     test = str(nil),
-    format = enum({ "uci_housing", "csv", "libsvm", "movielens", "synthetic" }, "csv"),
+    format = enum({ "uci_housing", "csv", "libsvm", "movielens", "criteo", "synthetic" }, "csv"),
     header = bool(false),
     columns = strlist(),
     label = int(0, 1000000, nil, -1),      -- -1: not given
@@ -57,6 +57,8 @@ S.blocks = {
     samples = int(1, 2000000000, 10000),
     queue = int(1, 4096, 8),
     test_fraction = num(0, 0.99, 0.1),
+    hash_space = int(1, 2147483647, nil, 0),  -- criteo: 0: each slot's id range
+    dense_transform = enum({ "log1p", "none" }, "log1p"),
   },
   settings = {
     batch_size = int(1, 10000000, 32),

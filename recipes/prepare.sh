@@ -32,3 +32,8 @@ rows=$(wc -l <"$out/housing.data.tmp")
 [ "$rows" -eq 506 ] || { echo "prepare: expected 506 rows, got $rows" >&2; exit 1; }
 mv "$out/housing.data.tmp" "$out/housing.data"
 echo "prepare: wrote $out/housing.data (506 rows)" >&2
+
+# The recommendation and CTR demos need no download: their data is
+# generated, e.g.
+#   paddle gen movielens --out recipes/data/ml-gen
+#   paddle gen criteo --out recipes/data/criteo-gen --rows 1000000

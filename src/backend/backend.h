@@ -92,6 +92,11 @@ typedef struct pd_backend {
     void (*softmax_xent_forward)(float *out, float *prob, const float *logits, const int32_t *label,
                                  int rows, int classes);
     void (*softmax_xent_backward)(float *dlogits, const float *prob, const int32_t *label, int rows, int classes);
+    /* sigmoid_xent: out[r] = sum_c of the logistic loss of logit x against a
+     * target y in [0, 1], max(x, 0) - x y + log(1 + exp(-|x|)) (stable);
+     * backward adds (sigmoid(x) - y) / rows into dlogits */
+    void (*sigmoid_xent_forward)(float *out, const float *logits, const float *label, int rows, int dim);
+    void (*sigmoid_xent_backward)(float *dlogits, const float *logits, const float *label, int rows, int dim);
     /* out[r] = 1 if argmax(pred[r]) != label[r] else 0 */
     void (*class_error)(float *out, const float *pred, const int32_t *label, int rows, int classes);
 

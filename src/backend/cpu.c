@@ -293,6 +293,28 @@ static void cpu_square_error_backward(float *dpred, const float *pred, const flo
     for (size_t i = 0; i < (size_t)rows * dim; i++) dpred[i] += k * (pred[i] - label[i]);
 }
 
+static void cpu_sigmoid_xent_forward(float *out, const float *x, const float *y, int rows, int dim)
+{
+    for (int r = 0; r < rows; r++) {
+        float s = 0;
+        for (int c = 0; c < dim; c++) {
+            float v = x[(size_t)r * dim + c];
+            s += fmaxf(v, 0.f) - v * y[(size_t)r * dim + c] + log1pf(expf(-fabsf(v)));
+        }
+        out[r] = s;
+    }
+}
+
+static void cpu_sigmoid_xent_backward(float *dx, const float *x, const float *y, int rows, int dim)
+{
+    float k = 1.f / (float)rows;
+    for (size_t i = 0; i < (size_t)rows * dim; i++) {
+        /* sigmoid without overflow: exp of a non-positive number only */
+        float e = expf(-fabsf(x[i])), p = x[i] >= 0 ? 1.f / (1.f + e) : e / (1.f + e);
+        dx[i] += k * (p - y[i]);
+    }
+}
+
 #define PROB_EPS 1e-20f
 
 static void cpu_cross_entropy_forward(float *out, const float *prob, const int32_t *label, int rows, int k)
@@ -456,6 +478,8 @@ const pd_backend pd_backend_cpu = {
     .cross_entropy_backward = cpu_cross_entropy_backward,
     .softmax_xent_forward = cpu_softmax_xent_forward,
     .softmax_xent_backward = cpu_softmax_xent_backward,
+    .sigmoid_xent_forward = cpu_sigmoid_xent_forward,
+    .sigmoid_xent_backward = cpu_sigmoid_xent_backward,
     .class_error = cpu_class_error,
     .opt_update = cpu_opt_update,
 };

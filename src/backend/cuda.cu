@@ -566,6 +566,42 @@ static void cu_square_error_backward(float *dpred, const float *pred, const floa
     CK_LAUNCH("k_square_error_backward");
 }
 
+static __global__ void k_sigmoid_xent_forward(float *out, const float *x, const float *y, int rows, int dim)
+{
+    FOR_EACH_ROW(r, rows) {
+        float s = 0;
+        for (int c = LANE; c < dim; c += 32) {
+            float v = x[(size_t)r * dim + c];
+            s += fmaxf(v, 0.f) - v * y[(size_t)r * dim + c] + log1pf(expf(-fabsf(v)));
+        }
+        s = warp_sum(s);
+        if (LANE == 0) out[r] = s;
+    }
+}
+
+static void cu_sigmoid_xent_forward(float *out, const float *x, const float *y, int rows, int dim)
+{
+    if (rows == 0) return;
+    LAUNCH(k_sigmoid_xent_forward, grid_for((size_t)rows, 32), BLOCK, out, x, y, rows, dim);
+    CK_LAUNCH("k_sigmoid_xent_forward");
+}
+
+static __global__ void k_sigmoid_xent_backward(float *dx, const float *x, const float *y, size_t n, float k)
+{
+    FOR_EACH(i, n) {
+        float e = expf(-fabsf(x[i])), p = x[i] >= 0 ? 1.f / (1.f + e) : e / (1.f + e);
+        dx[i] += k * (p - y[i]);
+    }
+}
+
+static void cu_sigmoid_xent_backward(float *dx, const float *x, const float *y, int rows, int dim)
+{
+    size_t n = (size_t)rows * dim;
+    if (n == 0) return;
+    LAUNCH(k_sigmoid_xent_backward, grid_for(n, 1), BLOCK, dx, x, y, n, 1.f / (float)rows);
+    CK_LAUNCH("k_sigmoid_xent_backward");
+}
+
 #define PROB_EPS 1e-20f
 
 static __global__ void k_cross_entropy_forward(float *out, const float *prob, const int32_t *label, int rows, int k)
@@ -770,6 +806,8 @@ static const pd_backend cuda_backend = {
     .cross_entropy_backward = cu_cross_entropy_backward,
     .softmax_xent_forward = cu_softmax_xent_forward,
     .softmax_xent_backward = cu_softmax_xent_backward,
+    .sigmoid_xent_forward = cu_sigmoid_xent_forward,
+    .sigmoid_xent_backward = cu_sigmoid_xent_backward,
     .class_error = cu_class_error,
     .opt_update = cu_opt_update,
 };

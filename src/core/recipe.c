@@ -36,6 +36,7 @@ void pd_recipe_free(pd_recipe *r)
     free(r->format);
     free(r->separator);
     free(r->on_error);
+    free(r->dense_transform);
     free_list(r->columns, r->ncolumns);
     free(r->mode);
     free(r->device);

@@ -90,6 +90,8 @@ typedef struct pd_recipe {
     /* data { } */
     char *train, *test, *format, *separator, *on_error;
     int header, label, features, shuffle_buffer, queue;
+    int hash_space;         /* criteo: fold feature ids into [0, hash_space) (0: the slot's range) */
+    char *dense_transform;  /* criteo: log1p or none */
     long samples;       /* synthetic: samples per pass */
     double test_fraction;
     int ncolumns;

@@ -30,4 +30,19 @@ void pd_gen_movielens_sizes(long ratings, long *users, long *movies);
  * fit together) / PD_EIO with a message. */
 int pd_gen_movielens(const char *dir, const pd_gen_opts *o);
 
+/* criteo (gen_criteo.c): train.txt and test.txt in the Criteo format with
+ * a planted click model. */
+#define PD_GEN_CRITEO_MIN_ROWS 100
+#define PD_GEN_CRITEO_MAX_ROWS 1000000000L
+
+typedef struct pd_gen_criteo_opts {
+    uint64_t seed;
+    long rows;
+} pd_gen_criteo_opts;
+
+/* Write dir/train.txt (90% of the rows) and dir/test.txt, and print the
+ * test AUC of the planted model and of a constant. 0, or PD_EINVAL / PD_EIO
+ * with a message. */
+int pd_gen_criteo(const char *dir, const pd_gen_criteo_opts *o);
+
 #endif

@@ -3,6 +3,7 @@
  * (uci_housing, csv, libsvm; movielens in movielens.c). See reader.h.
  */
 #include "reader.h"
+#include "criteo.h"
 #include "movielens.h"
 #include "../core/log.h"
 #include "../core/pd.h"
@@ -12,14 +13,18 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #define MAX_COLUMNS 100000
-#define MAX_LINE (16 << 20)
+#define MAX_LINE PD_READER_MAX_LINE
+#define WAIT_TICK_NS 100000000L /* waits wake this often to look at the stop flag */
 
-enum { FMT_UCI, FMT_CSV, FMT_LIBSVM, FMT_MOVIELENS, FMT_SYNTH };
+enum { FMT_UCI, FMT_CSV, FMT_LIBSVM, FMT_MOVIELENS, FMT_CRITEO, FMT_SYNTH };
 enum { ITEM_BATCH, ITEM_END, ITEM_ERROR };
 
 /* Which columns of a table row feed a slot (0-based, inclusive). */
@@ -49,6 +54,9 @@ struct pd_reader {
     pd_movielens *ml;
     int *ml_fields;
 
+    /* criteo: which slot reads which field */
+    pd_criteo criteo;
+
     /* queue */
     pthread_t thread;
     int started;
@@ -73,6 +81,63 @@ struct pd_reader {
     uint64_t rng;
     long sample_index;  /* samples seen this pass (for line sharing) */
 };
+
+/* Read one line into *buf (grown as needed, never past MAX_LINE + 2 bytes).
+ * 1: a line (with its newline if it had one); 0: end of file; < 0: the line
+ * is longer than MAX_LINE or holds a NUL byte (message set). */
+static int read_line(FILE *f, char **buf, size_t *cap, const char *file, long lineno)
+{
+    size_t n = 0;
+    for (;;) {
+        if (*cap - n < 2 || !*buf) {
+            size_t want = PD_MIN(PD_MAX(*cap * 2, (size_t)4096), (size_t)MAX_LINE + 2);
+            if (want <= *cap)
+                return pd_err_set(PD_EDATA, "%s:%ld: line longer than %d bytes", file, lineno, MAX_LINE);
+            *buf = pd_xrealloc(*buf, want);
+            *cap = want;
+        }
+        if (!fgets(*buf + n, (int)(*cap - n), f)) {
+            if (ferror(f)) return pd_err_set(PD_EIO, "%s:%ld: %s", file, lineno, strerror(errno));
+            return n > 0;
+        }
+        size_t k = strlen(*buf + n);
+        n += k;
+        if (k > 0 && (*buf)[n - 1] == '\n') return 1;
+        if (n > MAX_LINE) return pd_err_set(PD_EDATA, "%s:%ld: line longer than %d bytes", file, lineno, MAX_LINE);
+        /* fgets stopped short of the buffer's end without a newline: the
+         * end of the file, or a NUL byte */
+        if (n < *cap - 1 && !feof(f))
+            return pd_err_set(PD_EDATA, "%s:%ld: NUL byte in the line (not a text file?)", file, lineno);
+        if (feof(f)) return 1;
+    }
+}
+
+/* The thread or the consumer was asked to stop (close, or the caller's flag). */
+static int stopping(const pd_reader *rd)
+{
+    return rd->stop || (rd->o.stop && *rd->o.stop);
+}
+
+/* pthread_cond_wait that wakes every WAIT_TICK_NS to look at the stop flag. */
+static void wait_tick(pd_reader *rd)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += WAIT_TICK_NS;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&rd->cv, &rd->mu, &ts);
+}
+
+/* Is the number at p written in hex ("0x3")? strtod takes it; ids and
+ * values here must be decimal. */
+static int is_hex(const char *p)
+{
+    if (*p == '+' || *p == '-') p++;
+    return p[0] == '0' && (p[1] == 'x' || p[1] == 'X');
+}
 
 /* --- layout ---------------------------------------------------------------- */
 
@@ -151,8 +216,9 @@ static int resolve_files(pd_reader *rd, const char *path)
     }
     char *dir = dir_of(full), *line = NULL;
     size_t cap = 0;
-    int cap_files = 0;
-    while (getline(&line, &cap, f) >= 0) {
+    int cap_files = 0, got;
+    long lineno = 0;
+    while ((got = read_line(f, &line, &cap, full, ++lineno)) > 0) {
         trim(line);
         char *p = line;
         while (isspace((unsigned char)*p)) p++;
@@ -164,6 +230,10 @@ static int resolve_files(pd_reader *rd, const char *path)
     free(line);
     free(dir);
     fclose(f);
+    if (got < 0) {
+        free(full);
+        return got;
+    }
     if (rd->nfiles == 0) {
         int rc = pd_err_set(PD_EDATA, "data list %s names no files", full);
         free(full);
@@ -245,12 +315,13 @@ static int parse_numbers(char *line, char sep, double *vals, int max, const char
         char *end;
         errno = 0;
         double v = strtod(p, &end);
-        if (end == p || errno == ERANGE || !isfinite(v)) {
+        if (end == p || errno == ERANGE || !isfinite(v) || is_hex(p)) {
             char field[32];
             int len = 0;
             while (p[len] && p[len] != sep && p[len] != '\n' && len < 31) len++;
             snprintf(field, sizeof field, "%.*s", len, p);
-            return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a number: '%s'", file, lineno, n + 1, field), -1;
+            return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a decimal number: '%s'", file, lineno, n + 1,
+                              field), -1;
         }
         vals[n++] = v;
         p = end;
@@ -322,7 +393,8 @@ static int stage_libsvm(pd_reader *rd, char *line, const char *file, long lineno
     char *p = line, *end;
     errno = 0;
     double label = strtod(p, &end);
-    if (end == p || !isfinite(label)) return pd_err_set(PD_EDATA, "%s:%ld: the line must start with a label", file, lineno);
+    if (end == p || !isfinite(label) || is_hex(p))
+        return pd_err_set(PD_EDATA, "%s:%ld: the line must start with a decimal label", file, lineno);
     p = end;
     pd_slot *fs = &st->slots[feat];
     float *x = pd_slot_push_dense(fs, 0);
@@ -342,7 +414,8 @@ static int stage_libsvm(pd_reader *rd, char *line, const char *file, long lineno
         last = idx;
         p = end + 1;
         double v = strtod(p, &end);
-        if (end == p || !isfinite(v)) return pd_err_set(PD_EDATA, "%s:%ld: bad value for feature %ld", file, lineno, idx);
+        if (end == p || !isfinite(v) || is_hex(p))
+            return pd_err_set(PD_EDATA, "%s:%ld: bad value for feature %ld", file, lineno, idx);
         x[idx - 1] = (float)v;
         p = end;
     }
@@ -381,10 +454,14 @@ static int load_uci(pd_reader *rd)
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0;
-    int rows_cap = 0, rc = 0;
+    int rows_cap = 0, rc = 0, got;
     double vals[16];
-    while (getline(&line, &cap, f) >= 0) {
+    while ((got = read_line(f, &line, &cap, file, lineno + 1)) != 0) {
         lineno++;
+        if (got < 0) {
+            rc = got;
+            break;
+        }
         char *p = line;
         while (isspace((unsigned char)*p)) p++;
         if (!*p) continue;
@@ -425,8 +502,8 @@ static int load_uci(pd_reader *rd)
 static pd_batch *take_free(pd_reader *rd)
 {
     pthread_mutex_lock(&rd->mu);
-    while (!rd->stop && rd->nfree == 0) pthread_cond_wait(&rd->cv, &rd->mu);
-    pd_batch *b = rd->stop ? NULL : rd->free_list[--rd->nfree];
+    while (!stopping(rd) && rd->nfree == 0) wait_tick(rd);
+    pd_batch *b = stopping(rd) ? NULL : rd->free_list[--rd->nfree];
     pthread_mutex_unlock(&rd->mu);
     if (b) pd_batch_clear(b);
     return b;
@@ -436,8 +513,8 @@ static pd_batch *take_free(pd_reader *rd)
 static int push(pd_reader *rd, int kind, pd_batch *b)
 {
     pthread_mutex_lock(&rd->mu);
-    while (!rd->stop && rd->qlen == rd->qcap) pthread_cond_wait(&rd->cv, &rd->mu);
-    if (rd->stop) {
+    while (!stopping(rd) && rd->qlen == rd->qcap) wait_tick(rd);
+    if (stopping(rd)) {
         if (b) rd->free_list[rd->nfree++] = b; /* not queued: pd_reader_close frees it */
         pthread_mutex_unlock(&rd->mu);
         return -1;
@@ -525,23 +602,24 @@ static int read_table_file(pd_reader *rd, const char *file)
     }
     char *line = NULL;
     size_t cap = 0;
-    ssize_t len;
-    long lineno = 0;
-    int rc = 0;
+    long lineno = 0, samples = 0;
+    int rc = 0, got;
     int maxcols = rd->ncols_needed + 64;
     double *vals = pd_xmalloc((size_t)maxcols * sizeof *vals);
-    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
+    /* a line over the limit (or with a NUL) ends the pass even with
+     * on_error = "skip": the file is not a table */
+    while (rc == 0 && (got = read_line(f, &line, &cap, file, lineno + 1)) != 0) {
         lineno++;
-        if (len > MAX_LINE) {
-            pd_err_set(PD_EDATA, "%s:%ld: line longer than %d bytes", file, lineno, MAX_LINE);
-            rc = bad_line(rd);
-            continue;
+        if (got < 0 || stopping(rd)) {
+            rc = -1;
+            break;
         }
         if (lineno == 1 && rd->r->header && rd->format == FMT_CSV) continue;
         char *p = line;
         while (isspace((unsigned char)*p)) p++;
         if (!*p || *p == '#') continue;
         int st;
+        samples++; /* a data line, good or bad */
         if (rd->format == FMT_LIBSVM) {
             st = stage_libsvm(rd, p, file, lineno);
         } else {
@@ -558,7 +636,21 @@ static int read_table_file(pd_reader *rd, const char *file)
     free(vals);
     free(line);
     fclose(f);
+    if (rc == 0 && samples == 0) {
+        pd_err_set(PD_EDATA, "data file %s holds no sample (%ld lines)", file, lineno);
+        rc = -1;
+    }
     return rc;
+}
+
+/* criteo: the lines of one file (criteo.c), each offered as a sample */
+static int criteo_sample(void *ctx) { return offer(ctx); }
+static int criteo_bad(void *ctx) { return bad_line(ctx); }
+
+static int read_criteo_file(pd_reader *rd, const char *file)
+{
+    pd_criteo_sink sink = {.sample = criteo_sample, .bad = criteo_bad, .ctx = rd};
+    return pd_criteo_read_file(&rd->criteo, file, &rd->stage, &sink) < 0 ? -1 : 0;
 }
 
 /* synthetic: random samples in the model's slots, for benchmarks and smoke
@@ -618,7 +710,9 @@ static int run_pass(pd_reader *rd)
     } else {
         for (int k = 0; k < rd->nfiles; k++) {
             if (rd->split_files && k % rd->o.nshares != rd->o.share) continue;
-            if (read_table_file(rd, rd->files[k]) < 0) return -1;
+            if ((rd->format == FMT_CRITEO ? read_criteo_file(rd, rd->files[k])
+                                          : read_table_file(rd, rd->files[k])) < 0)
+                return -1;
         }
     }
     if (rd->shuf.n && flush_shuffle(rd) < 0) return -1;
@@ -632,9 +726,9 @@ static void *reader_main(void *arg)
     for (int pass = 0; pass < rd->o.passes; pass++) {
         if (run_pass(rd) < 0) {
             pthread_mutex_lock(&rd->mu);
-            int stopping = rd->stop;
+            int stop = stopping(rd);
             pthread_mutex_unlock(&rd->mu);
-            if (!stopping) thread_error(rd);
+            if (!stop) thread_error(rd);
             break;
         }
     }
@@ -646,6 +740,20 @@ static void *reader_main(void *arg)
 }
 
 /* --- consumer side ---------------------------------------------------------------- */
+
+/* A data file must open, and be a non-empty file (a directory, or an empty
+ * file, would train nothing and look like success). */
+static int check_data_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return pd_err_set(PD_ENOENT, "cannot open data file %s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = fstat(fileno(f), &st);
+    fclose(f);
+    if (rc == 0 && S_ISDIR(st.st_mode)) return pd_err_set(PD_EDATA, "data file %s is a directory", path);
+    if (rc == 0 && S_ISREG(st.st_mode) && st.st_size == 0) return pd_err_set(PD_EDATA, "data file %s is empty", path);
+    return 0;
+}
 
 int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
 {
@@ -665,6 +773,7 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
     rd->format = !strcmp(fmt, "uci_housing") ? FMT_UCI
                : !strcmp(fmt, "libsvm") ? FMT_LIBSVM
                : !strcmp(fmt, "movielens") ? FMT_MOVIELENS
+               : !strcmp(fmt, "criteo") ? FMT_CRITEO
                : !strcmp(fmt, "synthetic") ? FMT_SYNTH
                : FMT_CSV;
     rd->sep = rd->format == FMT_UCI ? ' ' : (r->separator && r->separator[0] ? r->separator[0] : ',');
@@ -682,8 +791,9 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
     if ((rc = resolve_files(rd, path)) < 0) goto err;
     rd->split_files = rd->o.nshares > 1 && rd->nfiles >= rd->o.nshares && rd->format != FMT_UCI;
     if (rd->format != FMT_LIBSVM && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH &&
-        (rc = parse_columns(rd)) < 0)
+        rd->format != FMT_CRITEO && (rc = parse_columns(rd)) < 0)
         goto err;
+    if (rd->format == FMT_CRITEO && (rc = pd_criteo_bind(&rd->criteo, rd->layout, rd->nslots, r)) < 0) goto err;
     if (rd->format == FMT_UCI && (rc = load_uci(rd)) < 0) goto err;
     if (rd->format == FMT_MOVIELENS) {
         /* data.train / data.test name the directory of the three .dat files */
@@ -695,14 +805,8 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
         rd->skipped = rd->ml->skipped;
     }
     /* files that cannot be opened are reported now, not in the middle of a pass */
-    for (int k = 0; k < rd->nfiles && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH; k++) {
-        FILE *f = fopen(rd->files[k], "r");
-        if (!f) {
-            rc = pd_err_set(PD_ENOENT, "cannot open data file %s: %s", rd->files[k], strerror(errno));
-            goto err;
-        }
-        fclose(f);
-    }
+    for (int k = 0; k < rd->nfiles && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH; k++)
+        if ((rc = check_data_file(rd->files[k])) < 0) goto err;
     pd_batch_init(&rd->stage, rd->layout, rd->nslots);
     pd_batch_init(&rd->shuf, rd->layout, rd->nslots);
     rd->qcap = r->queue > 0 ? r->queue : 8;
@@ -729,7 +833,11 @@ err:
 int pd_reader_next(pd_reader *rd, pd_batch **b)
 {
     pthread_mutex_lock(&rd->mu);
-    while (rd->qlen == 0 && !rd->ended) pthread_cond_wait(&rd->cv, &rd->mu);
+    while (rd->qlen == 0 && !rd->ended && !stopping(rd)) wait_tick(rd);
+    if (stopping(rd)) {
+        pthread_mutex_unlock(&rd->mu);
+        return pd_err_set(PD_EINTR, "interrupted while waiting for data");
+    }
     if (rd->qlen == 0) {
         pthread_mutex_unlock(&rd->mu);
         return pd_err_set(PD_EINVAL, "the reader has produced all its passes");
@@ -767,13 +875,35 @@ void pd_reader_release(pd_reader *rd, pd_batch *b)
 long pd_reader_skipped(const pd_reader *rd) { return rd->skipped; }
 long pd_reader_pass_samples(const pd_reader *rd) { return rd->pass_samples; }
 
+/* The reader thread may be blocked in a read that never returns (a FIFO, a
+ * stalled network file system): a signal with a handler that does nothing,
+ * installed without SA_RESTART, makes that read fail with EINTR, and the
+ * thread then sees that it is asked to stop. SIGURG: nothing else here uses
+ * it, and its default is to be ignored. */
+#define WAKE_SIGNAL SIGURG
+
+static void on_wake(int sig) { (void)sig; }
+
+static void install_wake(void)
+{
+    struct sigaction sa = {.sa_handler = on_wake};
+    sigemptyset(&sa.sa_mask);
+    sigaction(WAKE_SIGNAL, &sa, NULL);
+}
+
 void pd_reader_close(pd_reader *rd)
 {
+    static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
     if (!rd) return;
     if (rd->started) {
+        pthread_once(&wake_once, install_wake);
         pthread_mutex_lock(&rd->mu);
         rd->stop = 1;
         pthread_cond_broadcast(&rd->cv);
+        while (!rd->ended) {
+            pthread_kill(rd->thread, WAKE_SIGNAL);
+            wait_tick(rd);
+        }
         pthread_mutex_unlock(&rd->mu);
         pthread_join(rd->thread, NULL);
     }
@@ -808,4 +938,12 @@ void pd_reader_close(pd_reader *rd)
     pthread_mutex_destroy(&rd->mu);
     pthread_cond_destroy(&rd->cv);
     free(rd);
+}
+
+void pd_reader_set_stop(pd_reader *rd, volatile int *stop)
+{
+    if (!rd) return;
+    pthread_mutex_lock(&rd->mu);
+    rd->o.stop = stop;
+    pthread_mutex_unlock(&rd->mu);
 }

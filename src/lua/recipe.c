@@ -181,6 +181,8 @@ static void read_job_data(lua_State *L, int top, pd_recipe *r)
     r->queue = get_int(L, t, "queue");
     r->samples = (long)get_integer(L, t, "samples", 0, LONG_MAX);
     r->test_fraction = get_num(L, t, "test_fraction");
+    r->hash_space = get_int(L, t, "hash_space");
+    r->dense_transform = get_str(L, t, "dense_transform");
     get_strlist(L, t, "columns", &r->columns, &r->ncolumns);
     lua_pop(L, 1);
 }

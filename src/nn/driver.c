@@ -1,5 +1,6 @@
 /* driver.c - the training loop shared by local and distributed training. */
 #include "driver.h"
+#include "auc.h"
 #include "npy.h"
 #include "../core/log.h"
 #include "../core/pd.h"
@@ -24,10 +25,15 @@ int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int 
     return pd_reader_open(rd, r, &o);
 }
 
+/* An AUC metric is exact over the whole pass: its layer's inputs are
+ * collected, not its per-batch means averaged. */
+static int is_auc(const pd_recipe *r, int i) { return strcmp(r->layers[r->metrics[i].layer].type, "auc") == 0; }
+
 long pd_evaluate(pd_net *net, pd_reader *rd, double *cost, double *metrics)
 {
     const pd_recipe *r = net->r;
     double sum = 0, *msum = pd_xcalloc((size_t)r->nmetrics + 1, sizeof *msum);
+    pd_auc *auc = pd_xcalloc((size_t)r->nmetrics + 1, sizeof *auc);
     long n = 0;
     pd_batch *b;
     int rc;
@@ -38,17 +44,20 @@ long pd_evaluate(pd_net *net, pd_reader *rd, double *cost, double *metrics)
             break;
         }
         sum += c * b->n;
-        for (int i = 0; i < r->nmetrics; i++) msum[i] += pd_net_mean(net, r->metrics[i].layer) * b->n;
+        for (int i = 0; i < r->nmetrics && metrics; i++) {
+            if (is_auc(r, i)) pd_auc_add_layer(&auc[i], net, r->metrics[i].layer);
+            else msum[i] += pd_net_mean(net, r->metrics[i].layer) * b->n;
+        }
         n += b->n;
         pd_reader_release(rd, b);
     }
-    if (rc < 0) {
-        free(msum);
-        return rc;
-    }
-    *cost = n ? sum / n : NAN;
-    for (int i = 0; i < r->nmetrics && metrics; i++) metrics[i] = n ? msum[i] / n : NAN;
+    for (int i = 0; i < r->nmetrics && metrics && rc >= 0; i++)
+        metrics[i] = is_auc(r, i) ? pd_auc_value(&auc[i]) : n ? msum[i] / n : NAN;
+    for (int i = 0; i < r->nmetrics; i++) pd_auc_free(&auc[i]);
+    free(auc);
     free(msum);
+    if (rc < 0) return rc;
+    *cost = n ? sum / n : NAN;
     return n;
 }
 
@@ -219,6 +228,8 @@ int pd_drive(pd_driver *d)
 {
     int rc = 0, tty = isatty(2);
     double last_progress = pd_now();
+    /* a signal stops training even while it waits on the reader */
+    pd_reader_set_stop(d->train, d->stop);
     for (int pass = 0; pass < d->r->passes && rc == 0; pass++) {
         pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .tty = tty};
         if ((rc = run_pass(d, &s)) < 0) break;

@@ -245,6 +245,8 @@ static int add_param(pd_net *net, const pd_param_desc *d, pd_param **out)
     p->cols = d->cols;
     p->sparse = d->sparse;
     p->init = d->init;
+    *out = p;
+    if (net->shapes_only) return 0;
     size_t n = (size_t)p->rows * p->cols;
     p->w = net->be->alloc(n * sizeof(float));
     p->g = net->be->alloc(n * sizeof(float));
@@ -309,10 +311,11 @@ static int build_layer(pd_net *net, int i)
     return l->ops->setup ? l->ops->setup(l) : 0;
 }
 
-int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t seed)
+static int build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t seed, int shapes_only)
 {
     int rc;
     memset(net, 0, sizeof *net);
+    net->shapes_only = shapes_only;
     net->be = be;
     net->r = r;
     net->rng = seed * 0x2545F4914F6CDD1Dull + 1;
@@ -347,6 +350,19 @@ int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t
     return 0;
 err:
     pd_net_free(net);
+    return rc;
+}
+
+int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t seed)
+{
+    return build(net, r, be, seed, 0);
+}
+
+int pd_net_check(const pd_recipe *r, const pd_backend *be)
+{
+    pd_net net;
+    int rc = build(&net, r, be, 0, 1);
+    if (rc == 0) pd_net_free(&net);
     return rc;
 }
 

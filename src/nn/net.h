@@ -95,9 +95,14 @@ struct pd_net {
     uint64_t rng;
     int n;                  /* samples in the bound batch */
     int bound_layout;       /* slots resolved for the batch layout */
+    int shapes_only;        /* pd_net_check: parameters have no memory */
 };
 
 int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t seed);
+/* Everything pd_net_build checks (every layer's inputs, widths and
+ * parameter shapes), without allocating the parameters: what `paddle check`
+ * needs, for a model of any size. 0 or PD_E* with a message. */
+int pd_net_check(const pd_recipe *r, const pd_backend *be);
 void pd_net_free(pd_net *net);
 
 /* Point the data layers at batch b (uploads it). Fails, naming the slot,

@@ -105,3 +105,24 @@ for r in "$ROOT"/recipes/*.lua; do
     fi
 done
 if [ "$n" -gt 0 ]; then pass shipped-recipes-found; else fail shipped-recipes-found "no recipes in $ROOT/recipes"; fi
+
+# checking a model allocates none of it: a 10M x 32 table (1.3 GB of floats)
+# checks within 300 MB of address space
+cat >big.lua <<'R'
+data { train = "x.csv", format = "csv" }
+model = function(nn)
+  local id, y = nn.id("item", 10000000), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(nn.embedding(id, 32), 1), y)
+end
+optimizer = nn.sgd { learning_rate = 0.1 }
+R
+if [[ "$PADDLE" == *-asan ]]; then
+    skip check-allocates-nothing "ASan reserves terabytes of address space: an address-space limit cannot tell here"
+else
+    run_capture bash -c "ulimit -v 300000 && exec \"\$0\" check big.lua" "$PADDLE"
+    if [ "$rc" -eq 0 ] && [[ "$out" == *"embedding_0.w_0 [10000000, 32] sparse 320000000"* ]]; then
+        pass check-allocates-nothing
+    else
+        fail check-allocates-nothing "exit $rc: $(tail -n 3 <<<"$out")"
+    fi
+fi

@@ -462,6 +462,28 @@ PD_TEST(cuda_square_error)
     }
 }
 
+/* logits far out on both sides: the stable form must agree */
+PD_TEST(cuda_sigmoid_xent)
+{
+    need_cuda();
+    static const int dims[] = {1, 3, 40};
+    for (size_t s = 0; s < PD_COUNT(dims); s++) {
+        int rows = 29, dim = dims[s];
+        size_t n = (size_t)rows * dim;
+        pair x = rnd(n, -30, 30), y = rnd(n, 0, 1), out = rnd((size_t)rows, -1, 1), dx = rnd(n, -1, 1);
+        cpu->sigmoid_xent_forward(out.h, x.h, y.h, rows, dim);
+        gpu->sigmoid_xent_forward(out.d, x.d, y.d, rows, dim);
+        SAME("sigmoid_xent forward", out);
+        cpu->sigmoid_xent_backward(dx.h, x.h, y.h, rows, dim);
+        gpu->sigmoid_xent_backward(dx.d, x.d, y.d, rows, dim);
+        SAME("sigmoid_xent backward", dx);
+        pfree(x);
+        pfree(y);
+        pfree(out);
+        pfree(dx);
+    }
+}
+
 PD_TEST(cuda_cross_entropy)
 {
     need_cuda();

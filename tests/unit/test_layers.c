@@ -1077,3 +1077,84 @@ PD_TEST(param_name_refused)
     free(dir);
     pd_net_free(&net);
 }
+
+/* --- CTR: sigmoid_cross_entropy, add ------------------------------------------------ */
+
+/* x(4) -> fc tanh(5) -> fc linear(2) logits -> sigmoid_cross_entropy against
+ * dense targets in (0, 1) of width 2 */
+PD_TEST(grad_sigmoid_cross_entropy)
+{
+    model m;
+    model_init(&m);
+    int x = add_data(&m, "x", "dense", 4);
+    int y = add_data(&m, "y", "dense", 2);
+    int h = add_fc(&m, "hidden", x, 5, "tanh");
+    int z = add_fc(&m, "logits", h, 2, "linear");
+    add_cost(&m, "sigmoid_cross_entropy", z, y);
+    check_model(&m, 5, 91);
+}
+
+/* wide & deep: an embedding (wide) plus fc(fc(x)) (deep), added, -> the
+ * logistic cost: the sum sends its gradient into both */
+PD_TEST(grad_add)
+{
+    model m;
+    model_init(&m);
+    int id = add_data(&m, "c", "id", 6);
+    int x = add_data(&m, "x", "dense", 3);
+    int y = add_data(&m, "y", "dense", 1);
+    int wide = add_embedding(&m, "wide", id, 1);
+    int h = add_fc(&m, "h", x, 4, "tanh");
+    int deep = add_fc(&m, "deep", h, 1, "linear");
+    int sum = add_layer(&m, "add", "sum", 1, wide, deep);
+    int o = add_fc(&m, "out", sum, 1, "tanh"); /* a layer above the sum: its gradient is checked too */
+    add_cost(&m, "sigmoid_cross_entropy", o, y);
+    check_model(&m, 5, 101);
+}
+
+/* the logistic cost by hand, and no overflow at large logits */
+PD_TEST(sigmoid_cross_entropy_by_hand)
+{
+    const float x[5] = {0.f, 2.f, -3.f, 100.f, -100.f}, y[5] = {1.f, 0.f, 1.f, 0.f, 0.f};
+    float out[5], dx[5] = {0};
+    pd_backend_cpu.sigmoid_xent_forward(out, x, y, 5, 1);
+    CHECK_NEAR(out[0], log(2.0), 1e-6);
+    CHECK_NEAR(out[1], 2 + log1p(exp(-2.0)), 1e-6);
+    CHECK_NEAR(out[2], log1p(exp(-3.0)) + 3, 1e-6);
+    CHECK_NEAR(out[3], 100, 1e-6);
+    CHECK(isfinite(out[4]) && out[4] >= 0 && out[4] < 1e-30);
+    pd_backend_cpu.sigmoid_xent_backward(dx, x, y, 5, 1);
+    CHECK_NEAR(dx[0], (0.5 - 1) / 5, 1e-6);
+    CHECK_NEAR(dx[3], 1.0 / 5, 1e-6);
+    CHECK(dx[4] >= 0 && dx[4] < 1e-30);
+}
+
+/* add: out = a + b + c, and setup refuses inputs of another width */
+PD_TEST(add_forward_and_shapes)
+{
+    model m;
+    model_init(&m);
+    int a = add_data(&m, "a", "dense", 3);
+    int b = add_data(&m, "b", "dense", 3);
+    int s = add_layer(&m, "add", "sum", 3, a, b);
+    m.l[s].inputs[m.l[s].ninputs++] = a;
+    add_cost(&m, "square_error_cost", s, a);
+    pd_net net;
+    pd_batch batch;
+    build(&net, &m, 1);
+    fill_batch(&batch, &m, 4, 2);
+    bind(&net, &batch);
+    fwd(&net);
+    const float *va = batch.slots[0].values, *vb = batch.slots[1].values, *o = net.layers[s].out;
+    for (int i = 0; i < 12; i++) CHECK_NEAR(o[i], 2 * va[i] + vb[i], 1e-6);
+    pd_net_free(&net);
+    pd_batch_free(&batch);
+
+    model_init(&m);
+    a = add_data(&m, "a", "dense", 3);
+    b = add_data(&m, "b", "dense", 2);
+    s = add_layer(&m, "add", "sum", 3, a, b);
+    add_cost(&m, "square_error_cost", s, a);
+    CHECK(pd_net_build(&net, &m.r, &pd_backend_cpu, 1) < 0);
+    CHECK_CONTAINS(pd_err_msg(), "input 2 'b' has width 2, expected 3");
+}

@@ -1,0 +1,2 @@
+data { train = "x.csv" }
+cluster { prot = 7164 }

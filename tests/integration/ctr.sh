@@ -1,0 +1,79 @@
+# ctr.sh - CTR on generated Criteo-format data: paddle gen criteo, then
+# recipes/ctr_dnn.lua trained with paddle train and with paddle run (2
+# pservers, 2 trainers), each reaching a test AUC well above a constant's
+# and near the planted model's; wide_deep.lua trains too; malformed Criteo
+# lines are named by file:line.
+. "$ROOT/tests/integration/lib.sh"
+
+mkdir -p recipes && cp "$ROOT/recipes/ctr_dnn.lua" "$ROOT/recipes/wide_deep.lua" recipes/
+run_capture "$PADDLE" gen criteo --out recipes/data/criteo-gen --rows 20000 --seed 5
+planted=$(sed -n 's/^test AUC of the planted model: //p' <<<"$out")
+const=$(sed -n 's/^test AUC of a constant predictor: //p' <<<"$out")
+if [ $rc -eq 0 ] && [ -s recipes/data/criteo-gen/train.txt ] && [ -s recipes/data/criteo-gen/test.txt ] &&
+    [ "$const" = "0.5000" ] && awk -v p="$planted" 'BEGIN { exit !(p > 0.7 && p < 0.95) }'; then
+    pass gen
+    echo "planted model's test AUC $planted"
+else
+    fail gen "rc $rc: $out"
+    exit 0
+fi
+fields=$(head -n 1 recipes/data/criteo-gen/train.txt | awk -F'\t' '{print NF}')
+rate=$(awk -F'\t' '{ c += $1 } END { printf "%.3f", c / NR }' recipes/data/criteo-gen/train.txt)
+if [ "$fields" = 40 ] && awk -v r="$rate" 'BEGIN { exit !(r > 0.2 && r < 0.3) }'; then pass gen_shape
+else fail gen_shape "first line has $fields fields, click rate $rate"; fi
+
+"$PADDLE" gen criteo --out again --rows 20000 --seed 5 >/dev/null
+if cmp -s recipes/data/criteo-gen/train.txt again/train.txt && cmp -s recipes/data/criteo-gen/test.txt again/test.txt
+then pass gen_deterministic; else fail gen_deterministic "two runs with seed 5 differ"; fi
+expect_error gen_rows 2 "--rows must be" "$PADDLE" gen criteo --out x --rows 5
+
+# the test AUC of the last pass: above 0.68 and within 0.12 of the planted
+# model's (20,000 rows are few for a million-row table)
+auc_ok() { # NAME LOG
+    local auc
+    auc=$(grep -o 'pass [0-9]* done.*auc [0-9.]*' <<<"$2" | tail -n 1 | awk '{print $NF}')
+    echo "$1: AUC per pass: $(grep -o 'pass [0-9]* done.*auc [0-9.]*' <<<"$2" | awk '{printf "%s ", $NF}')"
+    if [ -z "$auc" ]; then
+        fail "$1" "no 'auc' in the pass log: $(tail -n 5 <<<"$2")"
+    elif awk -v a="$auc" -v p="$planted" 'BEGIN { exit !(a > 0.68 && a > p - 0.12) }'; then
+        pass "$1"
+    else
+        fail "$1" "test AUC $auc: not above 0.68 and within 0.12 of the planted $planted"
+    fi
+}
+
+run_capture "$PADDLE" train recipes/ctr_dnn.lua --passes=2
+if [ $rc -ne 0 ]; then fail train "paddle train failed: $out"
+else auc_ok train "$out"; fi
+
+run_capture "$PADDLE" train recipes/wide_deep.lua --passes=2 --save_dir=wd_out
+if [ $rc -ne 0 ]; then fail wide_deep "paddle train failed: $out"
+else auc_ok wide_deep "$out"; fi
+
+run_capture "$PADDLE" run recipes/ctr_dnn.lua --passes=4 --save_dir=run_out
+if [ $rc -ne 0 ]; then fail run "paddle run failed (rc $rc): $(tail -n 20 <<<"$out")"
+else auc_ok run "$out"; fi
+
+# many files in a list, each trainer reading its own: the same samples
+mkdir -p recipes/data/split
+split -n l/4 -d recipes/data/criteo-gen/train.txt recipes/data/split/part-
+(cd recipes/data/split && ls part-* >train.list)
+run_capture "$PADDLE" run recipes/ctr_dnn.lua --passes=1 --train=data/split/train.list --save_dir=list_out
+n=$(grep -o 'trainer [01]\].*pass 0 done: [0-9]* samples' <<<"$out" | awk '{ s += $(NF-1) } END { print s }')
+if [ $rc -eq 0 ] && [ "$n" = 18000 ]; then pass train_list
+else fail train_list "rc $rc, $n samples over both trainers (want 18000): $(tail -n 5 <<<"$out")"; fi
+
+# malformed lines: file:line, and on_error = "skip" goes on
+mkdir -p recipes/data/bad
+{ head -n 3 recipes/data/criteo-gen/test.txt
+  head -n 1 recipes/data/criteo-gen/test.txt | awk -F'\t' -v OFS='\t' '{ $20 = "zz12"; print }'
+  head -n 1 recipes/data/criteo-gen/test.txt | cut -f 1-30
+  tail -n 5 recipes/data/criteo-gen/test.txt; } >recipes/data/bad/bad.txt
+run_capture "$PADDLE" train recipes/ctr_dnn.lua --train=data/bad/bad.txt --test=data/bad/bad.txt --passes=1
+if [ $rc -eq 1 ] && grep -q "^paddle: recipes/data/bad/bad.txt:4: field 20 (C6) 'zz12' is not hexadecimal$" <<<"$out"
+then pass malformed_hex; else fail malformed_hex "rc $rc: $(tail -n 3 <<<"$out")"; fi
+run_capture "$PADDLE" train recipes/ctr_dnn.lua --train=data/bad/bad.txt --test=data/bad/bad.txt --passes=1 \
+    --on_error=skip --save_dir=skip_out
+if [ $rc -eq 0 ] && grep -q "bad.txt:5: 30 tab-separated fields, criteo lines have 40" <<<"$out" &&
+    grep -q "pass 0 done: 8 samples" <<<"$out"; then pass malformed_skip
+else fail malformed_skip "rc $rc: $(tail -n 8 <<<"$out")"; fi
