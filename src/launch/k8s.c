@@ -87,25 +87,44 @@ static int add_file(job *j, const char *path)
     return 0;
 }
 
-/* The recipe, its data files, and the files of job.workspace (top level). */
+/* A path the recipe names, relative to the recipe's directory: a file, or
+ * the files at the top of a directory. Absolute paths are left to volumes. */
+static int add_path(job *j, const char *name, const char *path)
+{
+    if (!path || path[0] == '/') return 0;
+    int rc = 0;
+    char *p = strcmp(j->r->dir, ".") ? pd_xasprintf("%s/%s", j->r->dir, path) : pd_xstrdup(path);
+    struct stat st;
+    if (stat(p, &st) < 0) {
+        rc = pd_err_set(PD_ENOENT, "%s = %s: %s is not here to put in the ConfigMap (%s)", name, path, p,
+                        strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(p);
+        struct dirent *e;
+        if (!d) rc = pd_err_set(PD_EIO, "%s %s: %s", name, p, strerror(errno));
+        while (d && rc == 0 && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char *f = pd_xasprintf("%s/%s", p, e->d_name);
+            rc = add_file(j, f);
+            free(f);
+        }
+        if (d) closedir(d);
+    } else {
+        rc = add_file(j, p);
+    }
+    free(p);
+    return rc;
+}
+
+/* The recipe, its data, and the files of job.workspace (top level). */
 static int collect(job *j)
 {
     const pd_recipe *r = j->r;
     int rc;
-    if ((rc = add_file(j, r->path)) < 0 || (rc = add_file(j, r->train)) < 0 || (rc = add_file(j, r->test)) < 0)
+    if ((rc = add_file(j, r->path)) < 0 || (rc = add_path(j, "data.train", r->train)) < 0 ||
+        (rc = add_path(j, "data.test", r->test)) < 0)
         return rc;
-    if (!r->workspace) return 0;
-    DIR *d = opendir(r->workspace);
-    if (!d) return pd_err_set(PD_EIO, "job.workspace %s: %s", r->workspace, strerror(errno));
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char *p = pd_xasprintf("%s/%s", r->workspace, e->d_name);
-        rc = add_file(j, p);
-        free(p);
-    }
-    closedir(d);
-    return rc;
+    return add_path(j, "job.workspace", r->workspace);
 }
 
 static void meta(FILE *f, const job *j, const char *kind, const char *api, const char *suffix)
