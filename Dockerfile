@@ -1,20 +1,14 @@
-# An image holding only the static paddle binary.
+# An image holding only the static paddle binary, built offline:
 #
-#   podman build -t paddle .        (or docker build)
+#   make image                      (podman, or docker; IMAGE=name:tag to name it)
 #   podman run --rm paddle version
 #
-# The build stage compiles the binary from this repository on Debian
-# (dependencies from Debian's source packages, see vendor/); the final image
-# is FROM scratch: nothing but /paddle.
-FROM debian:bookworm AS build
-RUN apt-get update && apt-get install -y --no-install-recommends \
-        gcc make musl-tools cmake perl patch dpkg-dev xz-utils bzip2 file git ca-certificates \
-    && rm -rf /var/lib/apt/lists/*
-WORKDIR /src
-COPY . .
-RUN make paddle && file paddle | grep -q 'statically linked'
-
+# `make image` copies ./paddle (static, musl) into build/image/ and builds
+# this file there: FROM scratch, nothing to pull. Dockerfile.build is the
+# two-stage variant for machines that can pull debian:bookworm: it compiles
+# the binary inside the first stage (podman build -f Dockerfile.build .).
 FROM scratch
-COPY --from=build /src/paddle /paddle
+COPY paddle /paddle
+WORKDIR /job
 ENTRYPOINT ["/paddle"]
 CMD ["help"]

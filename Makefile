@@ -5,6 +5,7 @@
 #   make asan       ./paddle-asan (glibc, ASan + UBSan) and the same tests on it
 #   make fuzz       libFuzzer harnesses (clang), each run FUZZ_SECONDS (30)
 #   make cuda       ./paddle-cuda (glibc + CUDA backend)
+#   make image      a FROM scratch container image of ./paddle (podman or docker, offline)
 #   make demo       the README's demo
 #   make bench      benchmarks, printed as ratios against baselines
 #
@@ -106,6 +107,14 @@ asan: paddle-asan build/asan/unit_tests
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	    tests/run.sh ./paddle-asan build/asan/unit_tests
 
+# the image: ./paddle alone in build/image/, built with Dockerfile (FROM scratch)
+IMAGE ?= paddle:latest
+image: paddle
+	@file paddle | grep -q 'statically linked' || { echo "make image: ./paddle is not static" >&2; exit 1; }
+	@mkdir -p build/image && cp paddle build/image/paddle && cp Dockerfile build/image/Dockerfile
+	@engine=$$(command -v podman || command -v docker) || { echo "make image: needs podman or docker" >&2; exit 1; }; \
+	    $$engine build -q -t $(IMAGE) build/image
+
 demo: paddle
 	@recipes/prepare.sh
 	./paddle run recipes/fit_a_line.lua --log_period=1000
@@ -122,4 +131,4 @@ include src/backend/cuda.mk
 # (TEST_EXTRA_CHECKS), so that the GPU code cannot rot on machines without a GPU
 test: $(TEST_EXTRA_DEPS)
 
-.PHONY: test asan fuzz demo bench clean strip FORCE
+.PHONY: test asan fuzz image demo bench clean strip FORCE

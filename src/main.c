@@ -17,7 +17,9 @@
 #include "nn/net.h"
 #include "nn/train.h"
 #include "launch/env.h"
+#include "launch/k8s.h"
 #include "launch/remote.h"
+#include "launch/rendezvous.h"
 #include "launch/secret.h"
 #include "launch/supervisor.h"
 #include "ps/server.h"
@@ -496,38 +498,142 @@ static int cmd_node(int argc, char **argv)
     return rc;
 }
 
-/* `paddle start`: the role from the environment, then that role's command. */
+/* `paddle start` without a pserver list: load the recipe for the counts and
+ * ports, then the rendezvous (src/launch/rendezvous.h) gives this rank its
+ * role and the pserver table. Returns 0 or the exit status (said). */
+static int start_rendezvous(pd_env_role *e, int argc, char **argv, double timeout, pd_rdv_result *res)
+{
+    static const char *const known[] = {NULL};
+    pd_cli cli;
+    pd_recipe r;
+    uint8_t secret[PD_SECRET];
+    int rc = pd_cli_parse(&cli, "start", argc, argv, 1, 1, known), p_given = 0;
+    if (rc) return rc;
+    for (int i = 0; i < cli.noverrides; i++) p_given |= strcmp(cli.overrides[i].key, "pservers") == 0;
+    if ((rc = load_recipe(&r, &cli))) {
+        pd_cli_free(&cli);
+        return rc;
+    }
+    if (pd_env_counts(e, r.pservers, r.trainers, p_given) < 0) {
+        fprintf(stderr, "paddle start: %s\n", pd_err_msg());
+        rc = 2;
+    } else if (pd_secret_read(-1, secret) < 0) {
+        fprintf(stderr, "paddle start: %s\n", pd_err_msg());
+        rc = 1;
+    } else {
+        pd_rdv_opts o = {.master_host = e->master, .master_port = e->master_port, .master_from = e->master_from,
+                         .master = e->master_self, .rank = e->rank, .rank_var = e->rank_var, .size = e->size,
+                         .size_var = e->size_var, .kind = e->kind_req, .npservers = e->npservers,
+                         .ntrainers = e->ntrainers, .base_port = r.port, .nports = r.ports_num + r.ports_num_for_sparse,
+                         .host = e->host[0] ? e->host : NULL, .secret = secret,
+                         .timeout = timeout > 0 ? timeout : r.server_timeout > 0 ? r.server_timeout : 60};
+        if (pd_rdv_run(&o, res) < 0) {
+            if (e->rank >= 0) fprintf(stderr, "paddle start: rank %d: %s\n", e->rank, pd_err_msg());
+            else fprintf(stderr, "paddle start: %s\n", pd_err_msg());
+            rc = 1;
+        } else {
+            e->kind = res->kind, e->id = res->id, e->port = res->port;
+            snprintf(e->endpoints, sizeof e->endpoints, "%s", res->endpoints);
+            snprintf(e->bind, sizeof e->bind, "%s", r.nic ? "" : "0.0.0.0");
+        }
+    }
+    pd_recipe_free(&r);
+    pd_cli_free(&cli);
+    return rc;
+}
+
+/* `paddle start`: the role from the environment (or the rendezvous), then
+ * that role's command. */
 static int cmd_start(int argc, char **argv)
 {
     pd_env_role e;
+    pd_rdv_result res = {0};
+    const char *master = NULL;
+    double timeout = 0;
     if (argc < 2 || strncmp(argv[1], "--", 2) == 0) {
         fprintf(stderr, "paddle start: missing argument (the recipe)\n'paddle help start' shows the usage.\n");
         return 2;
     }
-    if (pd_env_role_get(&e) < 0) {
+    /* ours, not the role's: --master, --rendezvous_timeout; under the
+     * rendezvous, --pservers=P and --trainers=T are counts we pass on */
+    char **a = pd_xcalloc((size_t)argc + 8, sizeof *a), **own = pd_xcalloc((size_t)argc + 1, sizeof *own);
+    int n = 1, nown = 0, rc = 0;
+    own[nown++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--master=", 9) == 0) master = argv[i] + 9;
+        else if (strncmp(argv[i], "--rendezvous_timeout=", 21) == 0) timeout = atof(argv[i] + 21);
+        else own[nown++] = argv[i];
+    }
+    if (pd_env_role_get(&e, master) < 0) {
         fprintf(stderr, "paddle start: %s\n", pd_err_msg());
-        return 2;
+        rc = 2;
+    } else if (e.rendezvous) {
+        rc = start_rendezvous(&e, nown, own, timeout, &res);
     }
-    /* argv of the role command: role, recipe, the user's options, then ours */
-    char **a = pd_xcalloc((size_t)argc + 8, sizeof *a);
-    int n = 0;
-    a[n++] = pd_xstrdup(e.kind == PD_ROLE_PSERVER ? "pserver" : "trainer");
-    for (int i = 1; i < argc; i++) a[n++] = pd_xstrdup(argv[i]);
-    a[n++] = pd_xasprintf("--trainers=%d", e.ntrainers);
-    if (e.kind == PD_ROLE_PSERVER) {
-        a[n++] = pd_xasprintf("--pservers=%d", e.npservers);
-        a[n++] = pd_xasprintf("--pserver_id=%d", e.id);
-        a[n++] = pd_xasprintf("--port=%d", e.port);
-        a[n++] = pd_xasprintf("--bind=%s", e.bind);
-    } else {
-        a[n++] = pd_xasprintf("--pservers=%s", e.endpoints);
-        a[n++] = pd_xasprintf("--trainer_id=%d", e.id);
+    for (int i = 1; rc == 0 && i < nown; i++)
+        if (!e.rendezvous || (strncmp(own[i], "--pservers=", 11) && strncmp(own[i], "--trainers=", 11)))
+            a[n++] = pd_xstrdup(own[i]);
+    if (rc == 0) {
+        a[0] = pd_xstrdup(e.kind == PD_ROLE_PSERVER ? "pserver" : "trainer");
+        a[n++] = pd_xasprintf("--trainers=%d", e.ntrainers);
+        if (e.kind == PD_ROLE_PSERVER) {
+            a[n++] = pd_xasprintf("--pservers=%d", e.npservers);
+            a[n++] = pd_xasprintf("--pserver_id=%d", e.id);
+            a[n++] = pd_xasprintf("--port=%d", e.port);
+            if (e.bind[0]) a[n++] = pd_xasprintf("--bind=%s", e.bind);
+        } else {
+            a[n++] = pd_xasprintf("--pservers=%s", e.endpoints);
+            a[n++] = pd_xasprintf("--trainer_id=%d", e.id);
+        }
+        fprintf(stderr, "paddle start: %s %d of %s (%s%s)\n", pd_role_name(e.kind), e.id,
+                e.kind == PD_ROLE_PSERVER ? e.endpoints : "the job", e.scheme,
+                e.rendezvous ? ", rendezvous" : " variables");
+        pd_rdv_release(&res);
+        rc = e.kind == PD_ROLE_PSERVER ? cmd_pserver(n, a) : cmd_trainer(n, a);
     }
-    fprintf(stderr, "paddle start: %s %d of %s (%s variables)\n", pd_role_name(e.kind), e.id,
-            e.kind == PD_ROLE_PSERVER ? e.endpoints : "the job", e.scheme);
-    int rc = e.kind == PD_ROLE_PSERVER ? cmd_pserver(n, a) : cmd_trainer(n, a);
     for (int i = 0; i < n; i++) free(a[i]);
     free(a);
+    free(own);
+    return rc;
+}
+
+/* --- k8s ------------------------------------------------------------------ */
+
+/* `paddle k8s`: the job's Kubernetes manifests on stdout. */
+static int cmd_k8s(int argc, char **argv)
+{
+    pd_k8s_opts o = {.image = "paddle:latest"};
+    char **rest = pd_xcalloc((size_t)argc + 1, sizeof *rest);
+    const char **extra = pd_xcalloc((size_t)argc + 1, sizeof *extra);
+    int n = 0, rc = 0;
+    rest[n++] = argv[0];
+    for (int i = 1; i < argc && rc == 0; i++) {
+        const char **slot = !strcmp(argv[i], "--image") ? &o.image : !strcmp(argv[i], "--name") ? &o.name
+                          : !strcmp(argv[i], "--namespace") ? &o.namespace_ : NULL;
+        if (slot && i + 1 < argc) *slot = argv[++i];
+        else if (slot) rc = 2, fprintf(stderr, "paddle k8s: %s needs a value\n", argv[i]);
+        else if (!strcmp(argv[i], "--kubeflow")) o.kubeflow = 1;
+        else if (!strcmp(argv[i], "--pod")) o.pod = 1;
+        else rest[n++] = argv[i];
+    }
+    for (int i = 1; i < n; i++)
+        if (!strncmp(rest[i], "--", 2) && strncmp(rest[i], "--cluster", 9)) extra[o.nargs++] = rest[i];
+    o.args = extra;
+    pd_cli cli;
+    pd_recipe r;
+    static const char *const known[] = {NULL};
+    if (rc == 0 && (rc = pd_cli_parse(&cli, "k8s", n, rest, 1, 1, known)) == 0) {
+        if ((rc = load_recipe(&r, &cli)) == 0) {
+            if (pd_k8s_print(stdout, &r, &o) < 0) {
+                fprintf(stderr, "paddle k8s: %s\n", pd_err_msg());
+                rc = 1;
+            }
+            pd_recipe_free(&r);
+        }
+        pd_cli_free(&cli);
+    }
+    free(rest);
+    free(extra);
     return rc;
 }
 
@@ -639,18 +745,31 @@ static const command commands[] = {
      "Connects to every pserver (printing which are not ready while it waits, up to\n"
      "settings.server_timeout seconds), trains on its share of the data, and, as\n"
      "trainer 0, initialises the pservers, tests after each pass and writes the model.\n"},
-    {"start", cmd_start, "RECIPE [--key=value ...]",
-     "Run the role the environment names (Kubernetes, MPI, Slurm).",
+    {"start", cmd_start, "RECIPE [--master=HOST:PORT] [--pservers=P] [--rendezvous_timeout=S] [--key=value ...]",
+     "Run the role the environment names (mpirun, Slurm, Kubernetes, Volcano).",
      "Reads PaddlePaddle's variables, either scheme:\n"
      "  PADDLE_TRAINING_ROLE | TRAINING_ROLE            PSERVER or TRAINER\n"
      "  PADDLE_PSERVER_IPS + PADDLE_PSERVER_PORT | PADDLE_PSERVERS_IP_PORT_LIST\n"
      "  PADDLE_TRAINERS | PADDLE_TRAINERS_NUM           number of trainers\n"
      "  PADDLE_CURRENT_IP | POD_IP + PADDLE_PORT        this pserver's address\n"
      "  PADDLE_TRAINER_ID                               this trainer's index\n"
-     "Under mpirun or srun without a role variable, ranks 0..P-1 are the pservers\n"
-     "and the rest the trainers. The job secret comes from PADDLE_JOB_SECRET (64 hex\n"
-     "digits) or PADDLE_JOB_SECRET_FILE, the same for every role. A missing or\n"
-     "contradictory variable is an error naming it.\n"},
+     "(and Volcano's VC_* and PaddleFlow's: docs/engines.md). Without a pserver list,\n"
+     "under mpirun or srun or with --master / PADDLE_MASTER (Kubeflow), the job forms\n"
+     "by a rendezvous: rank 0 listens, every rank registers, and ranks 0..P-1 become\n"
+     "the pservers (P: --pservers, else the recipe), the rest trainers. The job\n"
+     "secret comes from PADDLE_JOB_SECRET (64 hex digits) or PADDLE_JOB_SECRET_FILE,\n"
+     "the same for every role. A missing or contradictory variable is an error\n"
+     "naming it.\n"},
+    {"k8s", cmd_k8s, "RECIPE [--image IMAGE] [--name JOB] [--namespace NS] [--kubeflow | --pod] [--key=value ...]",
+     "Print Kubernetes manifests that run the job (kubectl apply -f -).",
+     "A Secret with a new job secret, a ConfigMap with the recipe and the small files\n"
+     "it reads, a headless Service and a StatefulSet for the pservers, and the\n"
+     "trainers as an Indexed Job (restarts from job.restarts); every role runs\n"
+     "`paddle start` with the Fleet variables. --kubeflow: a Kubeflow PaddleJob\n"
+     "instead (the rendezvous forms the job). --pod: one Pod with every role as a\n"
+     "container on localhost, for `podman kube play`. --key=value is passed on to\n"
+     "every role. The model lands in /output of trainer 0 (an emptyDir: mount a\n"
+     "volume there to keep it). docs/engines.md has the details.\n"},
     {"gen", cmd_gen, "movielens|criteo --out DIR [--seed N] [--ratings N] [--users N] [--movies N] [--rows N]",
      "Write a synthetic data set shaped like a real one, with a planted structure.",
      "movielens: users.dat, movies.dat and ratings.dat as MovieLens-1M (Latin-1,\n"

@@ -9,7 +9,9 @@ export PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 clean_env() {
     unset PADDLE_TRAINING_ROLE TRAINING_ROLE PADDLE_PSERVER_IPS PADDLE_PSERVER_PORT PADDLE_PSERVERS_IP_PORT_LIST \
         PADDLE_TRAINERS PADDLE_TRAINERS_NUM PADDLE_CURRENT_IP POD_IP PADDLE_PORT PADDLE_TRAINER_ID \
-        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE SLURM_PROCID SLURM_NTASKS
+        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_SIZE PMI_RANK PMI_SIZE SLURM_PROCID SLURM_NTASKS PADDLE_MASTER \
+        PADDLE_NNODES PADDLE_SERVER_NUM PADDLE_TRAINER_NUM PADDLE_TRAINER_ENDPOINTS VC_PS_HOSTS VC_WORKER_HOSTS \
+        VC_PS_NUM VC_WORKER_NUM VC_TASK_INDEX SLURM_STEP_NODELIST SLURM_JOB_NODELIST
 }
 # a base port whose next one is free too, below the ephemeral range (where
 # outgoing connections could take port+1)
@@ -63,6 +65,26 @@ run_job() {
                 export PADDLE_PSERVERS_IP_PORT_LIST=127.0.0.1:$p1,127.0.0.1:$p2 PADDLE_TRAINERS=2 SLURM_NTASKS=4
                 case $role in ps0) r=0 ;; ps1) r=1 ;; tr0) r=2 ;; tr1) r=3 ;; esac
                 export SLURM_PROCID=$r ;;
+            paddleflow)
+                # the paddle-operator's pods: Fleet names plus the trainers' endpoints
+                export PADDLE_PSERVERS_IP_PORT_LIST=127.0.0.1:$p1,127.0.0.1:$p2 \
+                    PADDLE_TRAINER_ENDPOINTS=127.0.0.1:1,127.0.0.1:2
+                case $role in
+                ps0) export TRAINING_ROLE=PSERVER POD_IP=127.0.0.1 PADDLE_PORT=$p1 ;;
+                ps1) export TRAINING_ROLE=PSERVER POD_IP=127.0.0.1 PADDLE_PORT=$p2 ;;
+                tr*) export TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=${role#tr} ;;
+                esac ;;
+            volcano)
+                # the svc plugin's host lists; ports from PADDLE_PORT
+                export VC_PS_HOSTS=127.0.0.1,127.0.0.2 VC_WORKER_HOSTS=w0,w1 VC_PS_NUM=2 VC_WORKER_NUM=2 PADDLE_PORT=$p1
+                case $role in
+                ps*) export TRAINING_ROLE=PSERVER VC_TASK_INDEX=${role#ps} ;;
+                tr*) export TRAINING_ROLE=TRAINER VC_TASK_INDEX=${role#tr} ;;
+                esac ;;
+            kubeflow)
+                # PaddleJob: a master address and the counts; the rendezvous does the rest
+                export PADDLE_MASTER=127.0.0.1:$p2 PADDLE_NNODES=4 PADDLE_SERVER_NUM=2 PADDLE_TRAINER_NUM=2
+                case $role in ps*) export TRAINING_ROLE=PSERVER ;; tr*) export TRAINING_ROLE=TRAINER ;; esac ;;
             esac
             exec "$PADDLE" start fit_a_line.lua --passes=3 --save_dir=out_$scheme --server_timeout=30
         ) >"$scheme.$role.log" 2>&1 &
@@ -75,7 +97,7 @@ run_job() {
     return $rc
 }
 
-for scheme in fluid fleet mpi slurm; do
+for scheme in fluid fleet mpi slurm paddleflow volcano kubeflow; do
     if run_job $scheme && [ -s out_$scheme/pass-00002/fc_0.w_0.npy ] && grep -q 'pass 2 done' $scheme.tr0.log; then
         pass "job_from_${scheme}_variables"
     else
@@ -105,6 +127,11 @@ case_env no_pod_ip "PADDLE_CURRENT_IP" eval 'base_ps; unset POD_IP'
 case_env no_paddle_port "PADDLE_PORT" eval 'base_ps; unset PADDLE_PORT'
 case_env pserver_not_listed "is not in the pserver list" eval 'base_ps; export POD_IP=127.0.0.9'
 case_env ips_contradict "contradict" eval 'base_ps; export PADDLE_CURRENT_IP=127.0.0.5'
+case_env trainer_list_count "names 3" eval 'base_tr; export PADDLE_TRAINER_ENDPOINTS=a:1,b:1,c:1'
+case_env volcano_no_index "VC_TASK_INDEX" eval 'clean_env; export VC_PS_HOSTS=127.0.0.1 VC_WORKER_NUM=1'
+case_env volcano_ps_num "VC_PS_NUM=3" eval 'clean_env; export VC_PS_HOSTS=127.0.0.1 VC_PS_NUM=3 VC_WORKER_NUM=1 VC_TASK_INDEX=0'
+case_env kubeflow_no_nnodes "PADDLE_NNODES" eval 'clean_env; export PADDLE_MASTER=127.0.0.1:7000'
+case_env mpirun_hosts "set --master=HOST:PORT" eval 'clean_env; export OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_SIZE=2'
 case_env mpi_size "OMPI_COMM_WORLD_SIZE=7" eval 'base_ps; unset TRAINING_ROLE; export OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=7'
 ( base_ps; unset PADDLE_JOB_SECRET; run_capture "$PADDLE" start fit_a_line.lua
   if [ $rc -ne 0 ] && [[ "$out" == *PADDLE_JOB_SECRET* ]]; then pass no_secret; else fail no_secret "rc $rc: $out"; fi )

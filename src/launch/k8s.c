@@ -1,0 +1,367 @@
+/* k8s.c - printing a job's Kubernetes manifests. */
+#include "k8s.h"
+#include "secret.h"
+#include "../core/crypto.h"
+#include "../core/pd.h"
+#include "../ps/proto.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define FILE_LIMIT (256 << 10)      /* one file of the ConfigMap */
+#define TOTAL_LIMIT (900 << 10)     /* a ConfigMap holds at most 1 MiB */
+#define MAX_FILES 64
+
+typedef struct wfile {
+    char key[256], path[512];
+    char *data;
+    size_t len;
+} wfile;
+
+typedef struct job {
+    const pd_recipe *r;
+    const pd_k8s_opts *o;
+    char name[64], secret[2 * PD_SECRET + 1];
+    wfile files[MAX_FILES];
+    int nfiles;
+    size_t total;
+    int nports;
+} job;
+
+static int dir_first(const job *j, int i);
+
+/* A YAML double-quoted scalar (JSON's escapes). */
+static void quoted(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void q(FILE *f, const char *s)
+{
+    quoted(f, s, strlen(s));
+}
+
+/* Add a workspace file (relative, small, text) to the ConfigMap. */
+static int add_file(job *j, const char *path)
+{
+    if (!path || path[0] == '/' || strstr(path, "..")) return 0; /* absolute: on a volume of its own */
+    for (int i = 0; i < j->nfiles; i++)
+        if (strcmp(j->files[i].path, path) == 0) return 0;
+    struct stat st;
+    if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) return 0;
+    if (j->nfiles == MAX_FILES || strlen(path) >= sizeof j->files[0].path)
+        return pd_err_set(PD_ERANGE, "the workspace has over %d files or a path too long (%s): give the job a "
+                          "volume instead", MAX_FILES, path);
+    if (st.st_size > FILE_LIMIT || j->total + (size_t)st.st_size > TOTAL_LIMIT)
+        return pd_err_set(PD_ERANGE, "%s (%lld bytes) does not fit a ConfigMap (%d KiB a file, %d KiB in all): "
+                          "put the data on a volume and give its absolute path", path, (long long)st.st_size,
+                          FILE_LIMIT >> 10, TOTAL_LIMIT >> 10);
+    wfile *w = &j->files[j->nfiles];
+    FILE *in = fopen(path, "rb");
+    if (!in) return pd_err_set(PD_EIO, "cannot read %s: %s", path, strerror(errno));
+    w->data = pd_xmalloc((size_t)st.st_size + 1);
+    w->len = fread(w->data, 1, (size_t)st.st_size, in);
+    fclose(in);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    size_t k = 0;
+    for (const char *p = path; *p && k + 3 < sizeof w->key; p++) {
+        if (*p == '/') w->key[k++] = '_', w->key[k++] = '_';
+        else w->key[k++] = isalnum((unsigned char)*p) || *p == '-' || *p == '.' ? *p : '_';
+    }
+    w->key[k] = '\0';
+    j->total += w->len;
+    j->nfiles++;
+    return 0;
+}
+
+/* A path the recipe names, relative to the recipe's directory: a file, or
+ * the files at the top of a directory. Absolute paths are left to volumes. */
+static int add_path(job *j, const char *name, const char *path)
+{
+    if (!path || path[0] == '/') return 0;
+    int rc = 0;
+    char *p = strcmp(j->r->dir, ".") ? pd_xasprintf("%s/%s", j->r->dir, path) : pd_xstrdup(path);
+    struct stat st;
+    if (stat(p, &st) < 0) {
+        rc = pd_err_set(PD_ENOENT, "%s = %s: %s is not here to put in the ConfigMap (%s)", name, path, p,
+                        strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(p);
+        struct dirent *e;
+        if (!d) rc = pd_err_set(PD_EIO, "%s %s: %s", name, p, strerror(errno));
+        while (d && rc == 0 && (e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char *f = pd_xasprintf("%s/%s", p, e->d_name);
+            rc = add_file(j, f);
+            free(f);
+        }
+        if (d) closedir(d);
+    } else {
+        rc = add_file(j, p);
+    }
+    free(p);
+    return rc;
+}
+
+/* The recipe, its data, and the files of job.workspace (top level). */
+static int collect(job *j)
+{
+    const pd_recipe *r = j->r;
+    int rc;
+    if ((rc = add_file(j, r->path)) < 0 || (rc = add_path(j, "data.train", r->train)) < 0 ||
+        (rc = add_path(j, "data.test", r->test)) < 0)
+        return rc;
+    return add_path(j, "job.workspace", r->workspace);
+}
+
+static void meta(FILE *f, const job *j, const char *kind, const char *api, const char *suffix)
+{
+    fprintf(f, "---\napiVersion: %s\nkind: %s\nmetadata:\n  name: %s%s\n", api, kind, j->name, suffix);
+    if (j->o->namespace_) fprintf(f, "  namespace: %s\n", j->o->namespace_);
+    fprintf(f, "  labels: {app: paddle, paddle-job: %s}\n", j->name);
+}
+
+static void configmap(FILE *f, const job *j)
+{
+    meta(f, j, "ConfigMap", "v1", "-workspace");
+    fprintf(f, "data:\n");
+    for (int i = 0; i < j->nfiles; i++) {
+        fprintf(f, "  %s: ", j->files[i].key);
+        quoted(f, j->files[i].data, j->files[i].len);
+        fputc('\n', f);
+    }
+}
+
+/* The pserver list as the trainers see it. */
+static char *pserver_list(const job *j)
+{
+    char *s = pd_xstrdup("");
+    for (int k = 0; k < j->r->pservers; k++) {
+        char *n = j->o->pod ? pd_xasprintf("%s%s127.0.0.1:%d", s, k ? "," : "", j->r->port + k * j->nports)
+                            : pd_xasprintf("%s%s%s-pserver-%d.%s-pserver:%d", s, k ? "," : "", j->name, k,
+                                           j->name, j->r->port);
+        free(s);
+        s = n;
+    }
+    return s;
+}
+
+/* One container running `paddle start`; env: extra YAML lines at indent. */
+static void container(FILE *f, const job *j, const char *in, const char *name, const char *env)
+{
+    fprintf(f, "%s- name: %s\n%s  image: ", in, name, in);
+    q(f, j->o->image);
+    fprintf(f, "\n%s  workingDir: /job\n%s  args: [start, ", in, in);
+    q(f, j->r->path);
+    fprintf(f, ", \"--save_dir=/output/%s\"", j->r->save_dir ? j->r->save_dir : "output");
+    for (int i = 0; i < j->o->nargs; i++) {
+        fputs(", ", f);
+        q(f, j->o->args[i]);
+    }
+    fprintf(f, "]\n%s  env:\n", in);
+    if (j->o->pod) fprintf(f, "%s  - {name: PADDLE_JOB_SECRET, value: \"%s\"}\n", in, j->secret);
+    else fprintf(f, "%s  - name: PADDLE_JOB_SECRET\n%s    valueFrom: {secretKeyRef: {name: %s-secret, key: "
+                 "PADDLE_JOB_SECRET}}\n", in, in, j->name);
+    fputs(env, f);
+    fprintf(f, "%s  volumeMounts:\n", in);
+    if (!j->o->pod) fprintf(f, "%s  - {name: workspace, mountPath: /job, readOnly: true}\n", in);
+    for (int i = 0; j->o->pod && i < j->nfiles; i++) {
+        const char *slash = strrchr(j->files[i].path, '/');
+        if (dir_first(j, i))
+            fprintf(f, "%s  - {name: workspace-%d, mountPath: \"/job%s%.*s\"}\n", in, i, slash ? "/" : "",
+                    slash ? (int)(slash - j->files[i].path) : 0, j->files[i].path);
+    }
+    fprintf(f, "%s  - {name: output, mountPath: /output}\n", in);
+}
+
+/* --pod: podman 4 makes no subdirectories for a ConfigMap's items, so each
+ * directory of the workspace is a volume of its own; file i comes first in
+ * its directory? */
+static int dir_first(const job *j, int i)
+{
+    const char *a = j->files[i].path, *sa = strrchr(a, '/');
+    for (int k = 0; k < i; k++) {
+        const char *b = j->files[k].path, *sb = strrchr(b, '/');
+        if ((!sa && !sb) || (sa && sb && sa - a == sb - b && strncmp(a, b, (size_t)(sa - a)) == 0)) return 0;
+    }
+    return 1;
+}
+
+static void pod_volumes(FILE *f, const job *j, const char *in)
+{
+    fprintf(f, "%svolumes:\n", in);
+    for (int i = 0; i < j->nfiles; i++) {
+        if (!dir_first(j, i)) continue;
+        fprintf(f, "%s- name: workspace-%d\n%s  configMap:\n%s    name: %s-workspace\n%s    items:\n", in, i, in, in,
+                j->name, in);
+        const char *sa = strrchr(j->files[i].path, '/');
+        for (int k = i; k < j->nfiles; k++) {
+            const char *b = j->files[k].path, *sb = strrchr(b, '/');
+            if (k > i && dir_first(j, k)) continue;
+            int same = (!sa && !sb) || (sa && sb && sa - j->files[i].path == sb - b &&
+                                        strncmp(j->files[i].path, b, (size_t)(sa - j->files[i].path)) == 0);
+            if (same) fprintf(f, "%s    - {key: %s, path: \"%s\"}\n", in, j->files[k].key, sb ? sb + 1 : b);
+        }
+    }
+    fprintf(f, "%s- name: output\n%s  emptyDir: {}\n", in, in);
+}
+
+static void volumes(FILE *f, const job *j, const char *in)
+{
+    if (j->o->pod) return pod_volumes(f, j, in);
+    fprintf(f, "%svolumes:\n%s- name: workspace\n%s  configMap:\n%s    name: %s-workspace\n%s    items:\n", in, in,
+            in, in, j->name, in);
+    for (int i = 0; i < j->nfiles; i++)
+        fprintf(f, "%s    - {key: %s, path: \"%s\"}\n", in, j->files[i].key, j->files[i].path);
+    fprintf(f, "%s- name: output\n%s  emptyDir: {}\n", in, in);
+}
+
+/* Fleet's variables for role kind ("PSERVER" or "TRAINER"), at indent. */
+static char *fleet_env(const job *j, const char *in, const char *kind, int k)
+{
+    char *list = pserver_list(j), *s;
+    char *common = pd_xasprintf("%s  - {name: TRAINING_ROLE, value: %s}\n%s  - {name: PADDLE_PSERVERS_IP_PORT_LIST, "
+                                "value: \"%s\"}\n%s  - {name: PADDLE_TRAINERS_NUM, value: \"%d\"}\n",
+                                in, kind, in, list, in, j->r->trainers);
+    if (kind[0] == 'P' && j->o->pod)
+        s = pd_xasprintf("%s%s  - {name: POD_IP, value: 127.0.0.1}\n%s  - {name: PADDLE_PORT, value: \"%d\"}\n",
+                         common, in, in, j->r->port + k * j->nports);
+    else if (kind[0] == 'P')
+        s = pd_xasprintf("%s%s  - name: POD_NAME\n%s    valueFrom: {fieldRef: {fieldPath: metadata.name}}\n"
+                         "%s  - {name: POD_IP, value: \"$(POD_NAME).%s-pserver\"}\n"
+                         "%s  - {name: PADDLE_PORT, value: \"%d\"}\n", common, in, in, in, j->name, in, j->r->port);
+    else if (j->o->pod)
+        s = pd_xasprintf("%s%s  - {name: PADDLE_TRAINER_ID, value: \"%d\"}\n", common, in, k);
+    else
+        s = pd_xasprintf("%s%s  - name: PADDLE_TRAINER_ID\n%s    valueFrom: {fieldRef: {fieldPath: "
+                         "\"metadata.annotations['batch.kubernetes.io/job-completion-index']\"}}\n", common, in, in);
+    free(list);
+    free(common);
+    return s;
+}
+
+static void pod(FILE *f, const job *j)
+{
+    meta(f, j, "Pod", "v1", "");
+    fprintf(f, "spec:\n  restartPolicy: Never\n  containers:\n");
+    for (int k = 0; k < j->r->pservers + j->r->trainers; k++) {
+        int ps = k < j->r->pservers, id = ps ? k : k - j->r->pservers;
+        char name[64], *env = fleet_env(j, "  ", ps ? "PSERVER" : "TRAINER", id);
+        snprintf(name, sizeof name, "%s-%d", ps ? "pserver" : "trainer", id);
+        container(f, j, "  ", name, env);
+        free(env);
+    }
+    volumes(f, j, "  ");
+}
+
+static void pserver_workloads(FILE *f, const job *j)
+{
+    meta(f, j, "Service", "v1", "-pserver");
+    fprintf(f, "spec:\n  clusterIP: None\n  publishNotReadyAddresses: true\n"
+               "  selector: {paddle-job: %s, paddle-role: pserver}\n  ports:\n", j->name);
+    for (int p = 0; p < j->nports; p++) fprintf(f, "  - {name: ps-%d, port: %d}\n", p, j->r->port + p);
+    meta(f, j, "StatefulSet", "apps/v1", "-pserver");
+    fprintf(f, "spec:\n  serviceName: %s-pserver\n  replicas: %d\n  podManagementPolicy: Parallel\n"
+               "  selector:\n    matchLabels: {paddle-job: %s, paddle-role: pserver}\n  template:\n"
+               "    metadata:\n      labels: {app: paddle, paddle-job: %s, paddle-role: pserver}\n"
+               "    spec:\n      containers:\n", j->name, j->r->pservers, j->name, j->name);
+    char *env = fleet_env(j, "      ", "PSERVER", 0);
+    container(f, j, "      ", "pserver", env);
+    free(env);
+    volumes(f, j, "      ");
+}
+
+static void trainer_job(FILE *f, const job *j)
+{
+    meta(f, j, "Job", "batch/v1", "-trainer");
+    fprintf(f, "spec:\n  completionMode: Indexed\n  completions: %d\n  parallelism: %d\n  backoffLimit: %d\n"
+               "  template:\n    metadata:\n      labels: {app: paddle, paddle-job: %s, paddle-role: trainer}\n"
+               "    spec:\n      restartPolicy: %s\n      containers:\n", j->r->trainers, j->r->trainers,
+            j->r->restarts, j->name, j->r->restarts > 0 ? "OnFailure" : "Never");
+    char *env = fleet_env(j, "      ", "TRAINER", 0);
+    container(f, j, "      ", "trainer", env);
+    free(env);
+    volumes(f, j, "      ");
+}
+
+/* Kubeflow's PaddleJob: PS and Worker replicas; its controller sets
+ * PADDLE_MASTER, PADDLE_NNODES and the counts, the rendezvous does the rest. */
+static void paddlejob(FILE *f, const job *j)
+{
+    meta(f, j, "PaddleJob", "kubeflow.org/v1", "");
+    fprintf(f, "spec:\n  paddleReplicaSpecs:\n");
+    for (int ps = 1; ps >= 0; ps--) {
+        char *env = pd_xasprintf("              - {name: TRAINING_ROLE, value: %s}\n"
+                                 "              - {name: PADDLE_SERVER_NUM, value: \"%d\"}\n"
+                                 "              - {name: PADDLE_TRAINER_NUM, value: \"%d\"}\n",
+                                 ps ? "PSERVER" : "TRAINER", j->r->pservers, j->r->trainers);
+        fprintf(f, "    %s:\n      replicas: %d\n      restartPolicy: %s\n      template:\n        spec:\n"
+                   "          containers:\n", ps ? "PS" : "Worker", ps ? j->r->pservers : j->r->trainers,
+                j->r->restarts > 0 ? "OnFailure" : "Never");
+        container(f, j, "            ", "paddle", env);
+        free(env);
+        volumes(f, j, "          ");
+    }
+}
+
+static void job_name(job *j)
+{
+    const char *src = j->o->name ? j->o->name : j->r->job_name;
+    char base[64] = "";
+    if (!src) {
+        const char *b = strrchr(j->r->path, '/');
+        snprintf(base, sizeof base, "%s", b ? b + 1 : j->r->path);
+        char *dot = strrchr(base, '.');
+        if (dot) *dot = '\0';
+        src = base;
+    }
+    size_t k = 0;
+    for (const char *p = src; *p && k < 40; p++)
+        j->name[k++] = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '-';
+    while (k > 0 && j->name[k - 1] == '-') k--;
+    j->name[k] = '\0';
+    if (!k || !isalpha((unsigned char)j->name[0])) snprintf(j->name, sizeof j->name, "paddle-%.40s", src);
+}
+
+int pd_k8s_print(FILE *f, const pd_recipe *r, const pd_k8s_opts *o)
+{
+    job *j = pd_xcalloc(1, sizeof *j);
+    uint8_t s[PD_SECRET];
+    j->r = r, j->o = o;
+    j->nports = r->ports_num + r->ports_num_for_sparse;
+    job_name(j);
+    int rc = pd_secret_new(s);
+    if (rc == 0) rc = collect(j);
+    if (rc == 0) {
+        pd_hex(s, PD_SECRET, j->secret);
+        fprintf(f, "# paddle k8s %s: %d pservers + %d trainers (docs/engines.md)\n", r->path, r->pservers,
+                r->trainers);
+        if (!o->pod) {
+            meta(f, j, "Secret", "v1", "-secret");
+            fprintf(f, "type: Opaque\nstringData:\n  PADDLE_JOB_SECRET: \"%s\"\n", j->secret);
+        }
+        configmap(f, j);
+        if (o->pod) pod(f, j);
+        else if (o->kubeflow) paddlejob(f, j);
+        else {
+            pserver_workloads(f, j);
+            trainer_job(f, j);
+        }
+    }
+    for (int i = 0; i < j->nfiles; i++) free(j->files[i].data);
+    free(j);
+    return rc;
+}
