@@ -103,7 +103,8 @@ int pd_plan_parse_roles(const char *spec, pd_role **roles, int *n)
         char kind[3];
         int id, port, used = 0;
         if (sscanf(p, "%2[a-z]:%d:%d%n", kind, &id, &port, &used) != 3 || used == 0 ||
-            (strcmp(kind, "ps") && strcmp(kind, "tr")) || id < 0 || port < 0 || port > 65535) {
+            (strcmp(kind, "ps") && strcmp(kind, "tr")) || id < 0 || port < 0 || port > 65535 ||
+            (p[used] != '\0' && (p[used] != ',' || p[used + 1] == '\0'))) {
             free(*roles);
             *roles = NULL;
             *n = 0;
