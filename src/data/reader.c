@@ -16,9 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #define MAX_COLUMNS 100000
-#define MAX_LINE (16 << 20)
+#define MAX_LINE PD_READER_MAX_LINE
+#define WAIT_TICK_NS 100000000L /* waits wake this often to look at the stop flag */
 
 enum { FMT_UCI, FMT_CSV, FMT_LIBSVM, FMT_MOVIELENS, FMT_CRITEO, FMT_SYNTH };
 enum { ITEM_BATCH, ITEM_END, ITEM_ERROR };
@@ -77,6 +80,63 @@ struct pd_reader {
     uint64_t rng;
     long sample_index;  /* samples seen this pass (for line sharing) */
 };
+
+/* Read one line into *buf (grown as needed, never past MAX_LINE + 2 bytes).
+ * 1: a line (with its newline if it had one); 0: end of file; < 0: the line
+ * is longer than MAX_LINE or holds a NUL byte (message set). */
+static int read_line(FILE *f, char **buf, size_t *cap, const char *file, long lineno)
+{
+    size_t n = 0;
+    for (;;) {
+        if (*cap - n < 2 || !*buf) {
+            size_t want = PD_MIN(PD_MAX(*cap * 2, (size_t)4096), (size_t)MAX_LINE + 2);
+            if (want <= *cap)
+                return pd_err_set(PD_EDATA, "%s:%ld: line longer than %d bytes", file, lineno, MAX_LINE);
+            *buf = pd_xrealloc(*buf, want);
+            *cap = want;
+        }
+        if (!fgets(*buf + n, (int)(*cap - n), f)) {
+            if (ferror(f)) return pd_err_set(PD_EIO, "%s:%ld: %s", file, lineno, strerror(errno));
+            return n > 0;
+        }
+        size_t k = strlen(*buf + n);
+        n += k;
+        if (k > 0 && (*buf)[n - 1] == '\n') return 1;
+        if (n > MAX_LINE) return pd_err_set(PD_EDATA, "%s:%ld: line longer than %d bytes", file, lineno, MAX_LINE);
+        /* fgets stopped short of the buffer's end without a newline: the
+         * end of the file, or a NUL byte */
+        if (n < *cap - 1 && !feof(f))
+            return pd_err_set(PD_EDATA, "%s:%ld: NUL byte in the line (not a text file?)", file, lineno);
+        if (feof(f)) return 1;
+    }
+}
+
+/* The thread or the consumer was asked to stop (close, or the caller's flag). */
+static int stopping(const pd_reader *rd)
+{
+    return rd->stop || (rd->o.stop && *rd->o.stop);
+}
+
+/* pthread_cond_wait that wakes every WAIT_TICK_NS to look at the stop flag. */
+static void wait_tick(pd_reader *rd)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += WAIT_TICK_NS;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&rd->cv, &rd->mu, &ts);
+}
+
+/* Is the number at p written in hex ("0x3")? strtod takes it; ids and
+ * values here must be decimal. */
+static int is_hex(const char *p)
+{
+    if (*p == '+' || *p == '-') p++;
+    return p[0] == '0' && (p[1] == 'x' || p[1] == 'X');
+}
 
 /* --- layout ---------------------------------------------------------------- */
 
@@ -155,8 +215,9 @@ static int resolve_files(pd_reader *rd, const char *path)
     }
     char *dir = dir_of(full), *line = NULL;
     size_t cap = 0;
-    int cap_files = 0;
-    while (getline(&line, &cap, f) >= 0) {
+    int cap_files = 0, got;
+    long lineno = 0;
+    while ((got = read_line(f, &line, &cap, full, ++lineno)) > 0) {
         trim(line);
         char *p = line;
         while (isspace((unsigned char)*p)) p++;
@@ -168,6 +229,10 @@ static int resolve_files(pd_reader *rd, const char *path)
     free(line);
     free(dir);
     fclose(f);
+    if (got < 0) {
+        free(full);
+        return got;
+    }
     if (rd->nfiles == 0) {
         int rc = pd_err_set(PD_EDATA, "data list %s names no files", full);
         free(full);
@@ -249,12 +314,13 @@ static int parse_numbers(char *line, char sep, double *vals, int max, const char
         char *end;
         errno = 0;
         double v = strtod(p, &end);
-        if (end == p || errno == ERANGE || !isfinite(v)) {
+        if (end == p || errno == ERANGE || !isfinite(v) || is_hex(p)) {
             char field[32];
             int len = 0;
             while (p[len] && p[len] != sep && p[len] != '\n' && len < 31) len++;
             snprintf(field, sizeof field, "%.*s", len, p);
-            return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a number: '%s'", file, lineno, n + 1, field), -1;
+            return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a decimal number: '%s'", file, lineno, n + 1,
+                              field), -1;
         }
         vals[n++] = v;
         p = end;
@@ -326,7 +392,8 @@ static int stage_libsvm(pd_reader *rd, char *line, const char *file, long lineno
     char *p = line, *end;
     errno = 0;
     double label = strtod(p, &end);
-    if (end == p || !isfinite(label)) return pd_err_set(PD_EDATA, "%s:%ld: the line must start with a label", file, lineno);
+    if (end == p || !isfinite(label) || is_hex(p))
+        return pd_err_set(PD_EDATA, "%s:%ld: the line must start with a decimal label", file, lineno);
     p = end;
     pd_slot *fs = &st->slots[feat];
     float *x = pd_slot_push_dense(fs, 0);
@@ -346,7 +413,8 @@ static int stage_libsvm(pd_reader *rd, char *line, const char *file, long lineno
         last = idx;
         p = end + 1;
         double v = strtod(p, &end);
-        if (end == p || !isfinite(v)) return pd_err_set(PD_EDATA, "%s:%ld: bad value for feature %ld", file, lineno, idx);
+        if (end == p || !isfinite(v) || is_hex(p))
+            return pd_err_set(PD_EDATA, "%s:%ld: bad value for feature %ld", file, lineno, idx);
         x[idx - 1] = (float)v;
         p = end;
     }
@@ -385,10 +453,14 @@ static int load_uci(pd_reader *rd)
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0;
-    int rows_cap = 0, rc = 0;
+    int rows_cap = 0, rc = 0, got;
     double vals[16];
-    while (getline(&line, &cap, f) >= 0) {
+    while ((got = read_line(f, &line, &cap, file, lineno + 1)) != 0) {
         lineno++;
+        if (got < 0) {
+            rc = got;
+            break;
+        }
         char *p = line;
         while (isspace((unsigned char)*p)) p++;
         if (!*p) continue;
@@ -429,8 +501,8 @@ static int load_uci(pd_reader *rd)
 static pd_batch *take_free(pd_reader *rd)
 {
     pthread_mutex_lock(&rd->mu);
-    while (!rd->stop && rd->nfree == 0) pthread_cond_wait(&rd->cv, &rd->mu);
-    pd_batch *b = rd->stop ? NULL : rd->free_list[--rd->nfree];
+    while (!stopping(rd) && rd->nfree == 0) wait_tick(rd);
+    pd_batch *b = stopping(rd) ? NULL : rd->free_list[--rd->nfree];
     pthread_mutex_unlock(&rd->mu);
     if (b) pd_batch_clear(b);
     return b;
@@ -440,8 +512,8 @@ static pd_batch *take_free(pd_reader *rd)
 static int push(pd_reader *rd, int kind, pd_batch *b)
 {
     pthread_mutex_lock(&rd->mu);
-    while (!rd->stop && rd->qlen == rd->qcap) pthread_cond_wait(&rd->cv, &rd->mu);
-    if (rd->stop) {
+    while (!stopping(rd) && rd->qlen == rd->qcap) wait_tick(rd);
+    if (stopping(rd)) {
         if (b) rd->free_list[rd->nfree++] = b; /* not queued: pd_reader_close frees it */
         pthread_mutex_unlock(&rd->mu);
         return -1;
@@ -529,23 +601,24 @@ static int read_table_file(pd_reader *rd, const char *file)
     }
     char *line = NULL;
     size_t cap = 0;
-    ssize_t len;
-    long lineno = 0;
-    int rc = 0;
+    long lineno = 0, samples = 0;
+    int rc = 0, got;
     int maxcols = rd->ncols_needed + 64;
     double *vals = pd_xmalloc((size_t)maxcols * sizeof *vals);
-    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
+    /* a line over the limit (or with a NUL) ends the pass even with
+     * on_error = "skip": the file is not a table */
+    while (rc == 0 && (got = read_line(f, &line, &cap, file, lineno + 1)) != 0) {
         lineno++;
-        if (len > MAX_LINE) {
-            pd_err_set(PD_EDATA, "%s:%ld: line longer than %d bytes", file, lineno, MAX_LINE);
-            rc = bad_line(rd);
-            continue;
+        if (got < 0 || stopping(rd)) {
+            rc = -1;
+            break;
         }
         if (lineno == 1 && rd->r->header && rd->format == FMT_CSV) continue;
         char *p = line;
         while (isspace((unsigned char)*p)) p++;
         if (!*p || *p == '#') continue;
         int st;
+        samples++; /* a data line, good or bad */
         if (rd->format == FMT_LIBSVM) {
             st = stage_libsvm(rd, p, file, lineno);
         } else {
@@ -562,6 +635,10 @@ static int read_table_file(pd_reader *rd, const char *file)
     free(vals);
     free(line);
     fclose(f);
+    if (rc == 0 && samples == 0) {
+        pd_err_set(PD_EDATA, "data file %s holds no sample (%ld lines)", file, lineno);
+        rc = -1;
+    }
     return rc;
 }
 
@@ -648,9 +725,9 @@ static void *reader_main(void *arg)
     for (int pass = 0; pass < rd->o.passes; pass++) {
         if (run_pass(rd) < 0) {
             pthread_mutex_lock(&rd->mu);
-            int stopping = rd->stop;
+            int stop = stopping(rd);
             pthread_mutex_unlock(&rd->mu);
-            if (!stopping) thread_error(rd);
+            if (!stop) thread_error(rd);
             break;
         }
     }
@@ -662,6 +739,20 @@ static void *reader_main(void *arg)
 }
 
 /* --- consumer side ---------------------------------------------------------------- */
+
+/* A data file must open, and be a non-empty file (a directory, or an empty
+ * file, would train nothing and look like success). */
+static int check_data_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return pd_err_set(PD_ENOENT, "cannot open data file %s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = fstat(fileno(f), &st);
+    fclose(f);
+    if (rc == 0 && S_ISDIR(st.st_mode)) return pd_err_set(PD_EDATA, "data file %s is a directory", path);
+    if (rc == 0 && S_ISREG(st.st_mode) && st.st_size == 0) return pd_err_set(PD_EDATA, "data file %s is empty", path);
+    return 0;
+}
 
 int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
 {
@@ -713,14 +804,8 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
         rd->skipped = rd->ml->skipped;
     }
     /* files that cannot be opened are reported now, not in the middle of a pass */
-    for (int k = 0; k < rd->nfiles && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH; k++) {
-        FILE *f = fopen(rd->files[k], "r");
-        if (!f) {
-            rc = pd_err_set(PD_ENOENT, "cannot open data file %s: %s", rd->files[k], strerror(errno));
-            goto err;
-        }
-        fclose(f);
-    }
+    for (int k = 0; k < rd->nfiles && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH; k++)
+        if ((rc = check_data_file(rd->files[k])) < 0) goto err;
     pd_batch_init(&rd->stage, rd->layout, rd->nslots);
     pd_batch_init(&rd->shuf, rd->layout, rd->nslots);
     rd->qcap = r->queue > 0 ? r->queue : 8;
@@ -747,7 +832,11 @@ err:
 int pd_reader_next(pd_reader *rd, pd_batch **b)
 {
     pthread_mutex_lock(&rd->mu);
-    while (rd->qlen == 0 && !rd->ended) pthread_cond_wait(&rd->cv, &rd->mu);
+    while (rd->qlen == 0 && !rd->ended && !stopping(rd)) wait_tick(rd);
+    if (stopping(rd)) {
+        pthread_mutex_unlock(&rd->mu);
+        return pd_err_set(PD_EINTR, "interrupted while waiting for data");
+    }
     if (rd->qlen == 0) {
         pthread_mutex_unlock(&rd->mu);
         return pd_err_set(PD_EINVAL, "the reader has produced all its passes");

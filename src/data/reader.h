@@ -35,6 +35,10 @@
 
 enum { PD_PART_TRAIN, PD_PART_TEST };
 
+/* Longest line a table reader takes (csv, libsvm, uci_housing, .list):
+ * a longer one is an error, found before more than this is held. */
+#define PD_READER_MAX_LINE (16 << 20)
+
 typedef struct pd_reader_opts {
     int part;           /* PD_PART_TRAIN or PD_PART_TEST */
     int share, nshares; /* this trainer's share of the data */
@@ -42,13 +46,16 @@ typedef struct pd_reader_opts {
     int shuffle;        /* shuffle buffer size (0: file order) */
     uint64_t seed;
     int passes;         /* passes to produce (the thread stops after) */
+    volatile int *stop; /* set (by a signal handler): pd_reader_next returns
+                         * PD_EINTR, and the thread stops, within ~0.2 s */
 } pd_reader_opts;
 
 typedef struct pd_reader pd_reader;
 
 int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o);
 /* 1: *b holds a batch (give it back with pd_reader_release); 0: the pass
- * ended (the next call starts the next one); < 0: an error, message set. */
+ * ended (the next call starts the next one); < 0: an error, message set
+ * (PD_EINTR once *opts.stop is set). */
 int pd_reader_next(pd_reader *rd, pd_batch **b);
 void pd_reader_release(pd_reader *rd, pd_batch *b);
 /* Malformed lines skipped so far (data.on_error = "skip"). */

@@ -372,8 +372,9 @@ int pd_client_init(pd_client *c, pd_net *net)
         for (int t = 0; t < l->ntables; t++) {
             pd_param *p = &net->params[c->net_param[l->tables[t]]];
             const float *all = host_view(c, net, p->w, 0, (size_t)p->rows * p->cols);
-            size_t per_frame = PD_MAX_FRAME / (4 + 4 * (size_t)p->cols) / 2;
             for (int s = 0; s < c->np; s++) {
+                size_t limit = PD_MIN(sparse_conn(c, s, t)->max_frame, (size_t)PD_MAX_FRAME);
+                size_t per_frame = PD_MAX(limit / (4 + 4 * (size_t)p->cols) / 2, 1);
                 int nrows = pd_rows_on(l, p->rows, s);
                 for (int start = 0; start < nrows; start += (int)per_frame) {
                     int cnt = (int)PD_MIN((size_t)(nrows - start), per_frame);
@@ -433,6 +434,8 @@ static int batch_ids(pd_client *c, pd_net *net, int t, int32_t **out)
 typedef struct rows_ctx {
     int32_t **asked;        /* per server * table: the rows asked, in order */
     int *nasked;
+    int *nsent;             /* rows requested so far */
+    int *ndone;             /* rows answered so far (answers come in order) */
 } rows_ctx;
 
 static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vctx)
@@ -443,53 +446,82 @@ static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vct
         return pd_err_set(PD_EPROTO, "pserver %d: expected ROWS", server);
     int t = (int)f->a, slot = server * l->ntables + t;
     pd_param *p = &net->params[c->net_param[l->tables[t]]];
-    if (f->b != (uint32_t)ctx->nasked[slot] || f->len != f->b * (uint32_t)p->cols * 4)
+    if (f->b == 0 || f->b > (uint32_t)(ctx->nsent[slot] - ctx->ndone[slot]) ||
+        (uint64_t)f->len != (uint64_t)f->b * (uint64_t)p->cols * 4)
         return pd_err_set(PD_EPROTO, "pserver %d: ROWS of the wrong size", server);
     const float *v = (const float *)f->payload;
+    const int32_t *ids = ctx->asked[slot] + ctx->ndone[slot];
     for (uint32_t i = 0; i < f->b; i++)
-        store(net, p->w, (size_t)ctx->asked[slot][i] * p->cols, v + (size_t)i * p->cols, (size_t)p->cols);
+        store(net, p->w, (size_t)ids[i] * p->cols, v + (size_t)i * p->cols, (size_t)p->cols);
+    ctx->ndone[slot] += (int)f->b;
     return 0;
 }
 
+/* Queue the next PULL_ROWS chunks: each reply fits one frame, and the
+ * replies asked on one connection in one round fit one frame together (so
+ * that a pserver never holds more than a frame of them for us). *pending:
+ * the requests queued. */
+static int queue_row_chunks(pd_client *c, pd_net *net, rows_ctx *ctx, size_t *budget, int *pending)
+{
+    const pd_layout *l = c->lay;
+    memset(budget, 0, (size_t)c->np * c->nper * sizeof *budget);
+    for (int t = 0; t < l->ntables; t++) {
+        pd_param *p = &net->params[c->net_param[l->tables[t]]];
+        size_t row_bytes = 4 * (size_t)PD_MAX(p->cols, 1);
+        for (int s = 0; s < c->np; s++) {
+            int slot = s * l->ntables + t;
+            pd_conn *k = sparse_conn(c, s, t);
+            size_t limit = PD_MIN(k->max_frame, (size_t)PD_MAX_FRAME), per = limit / row_bytes;
+            size_t *used = &budget[k - c->conns];
+            if (per == 0) return pd_err_set(PD_ERANGE, "table '%s': one row is over the frame limit", p->name);
+            while (ctx->nsent[slot] < ctx->nasked[slot]) {
+                size_t cnt = PD_MIN((size_t)(ctx->nasked[slot] - ctx->nsent[slot]), per);
+                if (*used > 0 && *used + cnt * row_bytes > limit) break;
+                int rc = pd_conn_queue(k, PD_MSG_PULL_ROWS, (uint32_t)t, (uint32_t)cnt,
+                                       ctx->asked[slot] + ctx->nsent[slot], cnt * 4, NULL, 0);
+                if (rc < 0) return rc;
+                *used += cnt * row_bytes;
+                ctx->nsent[slot] += (int)cnt;
+                (*pending)++;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Pull the rows the bound batch uses (all: every row of every table), in
+ * rounds of chunks that fit the frame limit. */
 static int pull_rows(pd_client *c, pd_net *net, int all)
 {
     const pd_layout *l = c->lay;
     if (l->ntables == 0) return 0;
-    int nslots = c->np * l->ntables, pending = 0, rc = 0;
-    rows_ctx ctx = {pd_xcalloc((size_t)nslots, sizeof(int32_t *)), pd_xcalloc((size_t)nslots, sizeof(int))};
+    int nslots = c->np * l->ntables, rc = 0;
+    rows_ctx ctx = {pd_xcalloc((size_t)nslots, sizeof(int32_t *)), pd_xcalloc((size_t)nslots, sizeof(int)),
+                    pd_xcalloc((size_t)nslots, sizeof(int)), pd_xcalloc((size_t)nslots, sizeof(int))};
+    size_t *budget = pd_xcalloc((size_t)c->np * c->nper, sizeof *budget);
     for (int t = 0; t < l->ntables; t++) {
         pd_param *p = &net->params[c->net_param[l->tables[t]]];
         int32_t *ids = NULL;
-        int n;
-        if (all) {
-            n = p->rows;
-        } else {
-            n = batch_ids(c, net, t, &ids);
-        }
-        for (int s = 0; s < c->np; s++) ctx.asked[s * l->ntables + t] = pd_xmalloc(((size_t)n + 1) * 4);
+        int n = all ? p->rows : batch_ids(c, net, t, &ids);
+        for (int s = 0; s < c->np; s++)
+            ctx.asked[s * l->ntables + t] = pd_xmalloc(((size_t)(all ? pd_rows_on(l, n, s) : n) + 1) * 4);
         for (int i = 0; i < n; i++) {
             int32_t id = all ? i : ids[i];
             int slot = pd_row_owner(l, id) * l->ntables + t;
             ctx.asked[slot][ctx.nasked[slot]++] = id;
         }
-        for (int s = 0; s < c->np; s++) {
-            int slot = s * l->ntables + t;
-            if (ctx.nasked[slot] == 0) continue;
-            if ((size_t)ctx.nasked[slot] * (4 + 4 * (size_t)p->cols) > PD_MAX_FRAME) {
-                rc = pd_err_set(PD_ERANGE, "table '%s': %d rows in one request is over the frame limit", p->name,
-                                ctx.nasked[slot]);
-                goto out;
-            }
-            pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PULL_ROWS, (uint32_t)t, (uint32_t)ctx.nasked[slot],
-                          ctx.asked[slot], (size_t)ctx.nasked[slot] * 4, NULL, 0);
-            pending++;
-        }
     }
-    rc = exchange(c, net, &pending, on_rows, &ctx);
-out:
+    for (;;) {
+        int pending = 0;
+        if ((rc = queue_row_chunks(c, net, &ctx, budget, &pending)) < 0 || pending == 0) break;
+        if ((rc = exchange(c, net, &pending, on_rows, &ctx)) < 0) break;
+    }
     for (int i = 0; i < nslots; i++) free(ctx.asked[i]);
     free(ctx.asked);
     free(ctx.nasked);
+    free(ctx.nsent);
+    free(ctx.ndone);
+    free(budget);
     return rc;
 }
 
@@ -534,10 +566,11 @@ int pd_client_step(pd_client *c, pd_net *net)
                 memcpy(vals + (size_t)j * p->cols, g, (size_t)p->cols * 4);
                 j++;
             }
-            pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PUSH_ROWS, (uint32_t)t, (uint32_t)n, ids, (size_t)n * 4, vals,
-                          (size_t)n * p->cols * 4);
+            rc = pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PUSH_ROWS, (uint32_t)t, (uint32_t)n, ids, (size_t)n * 4,
+                               vals, (size_t)n * p->cols * 4);
             free(ids);
             free(vals);
+            if (rc < 0) return pd_err_wrap(rc, "table '%s'", p->name);
             pending++;
         }
     }

@@ -191,11 +191,17 @@ static void out_reserve(pd_conn *c, size_t more)
     c->out_cap = cap;
 }
 
-void pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1, const void *p2,
-                   size_t n2)
+int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1, const void *p2,
+                  size_t n2)
 {
     size_t len = n1 + n2;
-    PD_ASSERT(len <= PD_MAX_FRAME);
+    if (len > PD_MAX_FRAME)
+        return pd_err_set(PD_ERANGE, "a %s frame of %zu bytes would be over the %u frame limit", pd_msg_name(type),
+                          len, PD_MAX_FRAME);
+    size_t unsent = c->out_len - c->out_off;
+    if (c->max_out && unsent + PD_HEADER_SIZE + len > c->max_out)
+        return pd_err_set(PD_ERANGE, "%zu bytes of replies unread, over the %zu limit on queued output",
+                          unsent + PD_HEADER_SIZE + len, c->max_out);
     out_reserve(c, PD_HEADER_SIZE + len);
     uint8_t *h = c->out + c->out_len;
     wr32(h, PD_PROTO_MAGIC);
@@ -216,6 +222,7 @@ void pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1,
         wr32(h + 20, pd_checksum(body, len));
     }
     c->out_len += PD_HEADER_SIZE + len;
+    return 0;
 }
 
 int pd_conn_flush(pd_conn *c)

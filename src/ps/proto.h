@@ -21,6 +21,9 @@
 #define PD_BLOCK_FLOATS 65536
 #define PD_MAX_HANDSHAKE 512
 #define PD_MAX_FRAME (64u << 20)
+/* A pserver drops a peer whose unsent replies would exceed this (a peer that
+ * sends requests and never reads the answers). */
+#define PD_MAX_QUEUED_OUT (2 * (size_t)PD_MAX_FRAME + 2 * PD_HEADER_SIZE)
 #define PD_NONCE 16
 #define PD_MAC 32
 #define PD_JOB_ID 16
@@ -55,6 +58,7 @@ typedef struct pd_conn {
     size_t in_got, in_cap;
     uint8_t *out;
     size_t out_len, out_off, out_cap;
+    size_t max_out;     /* limit on queued, unsent bytes (0: none) */
     /* bytes moved, for benchmarks and logs */
     uint64_t bytes_in, bytes_out;
 } pd_conn;
@@ -67,8 +71,10 @@ void pd_conn_free(pd_conn *c);
 /* Read what the socket has. 1: *f holds a whole frame; 0: more is needed
  * (or EOF when *eof); < 0: a protocol error (message set) - drop the peer. */
 int pd_conn_read(pd_conn *c, pd_frame *f, int *eof);
-/* Append a frame whose payload is p1 then p2 to the output buffer. */
-void pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1,
+/* Append a frame whose payload is p1 then p2 to the output buffer. 0, or
+ * PD_ERANGE (message set, nothing queued) when the payload is over
+ * PD_MAX_FRAME or the unsent output would pass c->max_out. */
+int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1,
                    const void *p2, size_t n2);
 /* Write what can be written. 1: all sent; 0: more pending; < 0: error. */
 int pd_conn_flush(pd_conn *c);

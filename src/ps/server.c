@@ -29,7 +29,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_CONNS 4096
+#define MAX_CONNS 4096          /* connections a pserver holds at once */
+#define MAX_LISTEN 128          /* ports a pserver listens on (ports_num + ports_num_for_sparse) */
+#define LISTEN_BACKLOG 128
+/* epoll ids: listening socket i is i, connection slot k is CONN_ID_BASE + k */
+#define CONN_ID_BASE 1000
+#define MAX_EVENTS 64           /* epoll events taken per wake */
+#define FRAMES_PER_WAKE 64      /* frames read from one peer before serving others */
+#define ACCEPTS_PER_WAKE 64     /* connections accepted from one port before serving others */
+#define TICK_MS 200             /* the loop checks deadlines and signals this often */
+#define ACCEPT_PAUSE_S 0.5      /* out of descriptors: listeners rest this long */
+#define DRAIN_ON_DROP 65536     /* unread bytes read away before a close, so the ERROR frame is not lost to a reset */
+
+_Static_assert(MAX_LISTEN <= CONN_ID_BASE, "listener ids must stay below connection ids");
 
 enum { ST_HELLO, ST_AUTH, ST_READY };
 
@@ -44,6 +56,8 @@ typedef struct sconn {
     char peer[64];
     uint8_t cnonce[PD_NONCE], snonce[PD_NONCE];
     int want_out;
+    int init_done;          /* INIT_DONE seen on this connection */
+    double since;           /* accepted at (pd_now) */
 } sconn;
 
 typedef struct waiter {
@@ -67,6 +81,7 @@ typedef struct stable {
     int32_t *touched;
     int ntouched, cap_touched;
     uint8_t *mark;
+    uint8_t *dup;           /* scratch: rows seen in the frame being checked */
     int npushed;
     uint8_t *pushed;
     waiter *wait;
@@ -81,14 +96,22 @@ typedef struct server {
     int sync;
     int epfd;
     int nlisten;
-    int listen_fd[128];
+    int listen_fd[MAX_LISTEN];
+    int reserve_fd;         /* closed to accept-and-close when out of descriptors */
+    int fds_short;          /* out of descriptors: logged once until an accept succeeds */
+    double accept_paused_until; /* > 0: listeners out of epoll until then */
+    size_t max_out;         /* cap on a trainer connection's unsent replies */
+    int nunauth;            /* connections not through the handshake */
+    int unauth_full;        /* refusing for PD_MAX_UNAUTH: logged once */
+    double handshake_timeout;
+    uint8_t init_port[MAX_LISTEN]; /* trainer 0's INIT_DONE arrived on this port */
     sconn *conns;
     int nblocks;
     sblock *blocks;
     int *block_index;       /* global block -> index in blocks, or -1 */
     stable *tables;
     int ready;              /* parameters initialised */
-    int init_done;          /* INIT_DONE frames from trainer 0 */
+    int init_done;          /* ports on which trainer 0 said INIT_DONE */
     waiter *ready_wait;
     int nready_wait, cap_ready_wait;
     uint8_t *active;        /* trainer counts towards barriers this pass */
@@ -117,7 +140,7 @@ static void update_events(server *s, int slot)
     int want = c->c.out_len > c->c.out_off;
     if (want == c->want_out) return;
     c->want_out = want;
-    struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.u64 = (uint64_t)slot + 1000};
+    struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.u64 = (uint64_t)slot + CONN_ID_BASE};
     epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->c.fd, &ev);
 }
 
@@ -128,15 +151,31 @@ static void drop(server *s, int slot, const char *why)
     if (why) PD_WARN("dropping %s%s: %s", c->peer,
                      c->state == ST_READY ? "" : " (not authenticated)", why);
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->c.fd, NULL);
+    if (why) {
+        /* read away what the peer sent after the bad frame: closing with
+         * unread input resets the connection, and the peer could lose the
+         * ERROR frame that says why */
+        char buf[4096];
+        for (size_t n = 0; n < DRAIN_ON_DROP;) {
+            ssize_t k = recv(c->c.fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (k <= 0) break;
+            n += (size_t)k;
+        }
+    }
+    if (c->state != ST_READY) s->nunauth--;
     pd_conn_free(&c->c);
     c->used = 0;
     c->gen++;
 }
 
+/* Tell the peer why it is dropped (best effort: its queue may be full). */
 static void send_error(server *s, int slot, int code, const char *msg)
 {
     sconn *c = &s->conns[slot];
-    pd_conn_queue(&c->c, PD_MSG_ERROR, (uint32_t)-code, 0, msg, strlen(msg), NULL, 0);
+    size_t max_out = c->c.max_out;
+    c->c.max_out = 0;
+    pd_conn_queue(&c->c, PD_MSG_ERROR, (uint32_t)-code, 0, msg, PD_MIN(strlen(msg), PD_MAX_HANDSHAKE), NULL, 0);
+    c->c.max_out = max_out;
     pd_conn_flush(&c->c);
 }
 
@@ -151,9 +190,12 @@ static void reply(server *s, waiter w, int type, uint32_t a, uint32_t b, const v
 {
     sconn *c = waiter_conn(s, w);
     if (!c) return;
-    pd_conn_queue(&c->c, type, a, b, p, n, NULL, 0);
-    if (pd_conn_flush(&c->c) < 0) {
-        drop(s, w.slot, pd_err_msg());
+    int rc = pd_conn_queue(&c->c, type, a, b, p, n, NULL, 0);
+    char why[PD_MAX_HANDSHAKE];
+    snprintf(why, sizeof why, "%s", pd_err_msg());
+    if (rc < 0) send_error(s, w.slot, rc, why);
+    if (rc < 0 || pd_conn_flush(&c->c) < 0) {
+        drop(s, w.slot, rc < 0 ? why : pd_err_msg());
         return;
     }
     update_events(s, w.slot);
@@ -200,6 +242,7 @@ static void make_state(server *s)
         if (k_state >= 1) tb->s1 = zalloc(n);
         if (k_state >= 2) tb->s2 = zalloc(n);
         tb->mark = pd_xcalloc((size_t)tb->rows + 1, 1);
+        tb->dup = pd_xcalloc((size_t)tb->rows + 1, 1);
         tb->pushed = pd_xcalloc((size_t)T, 1);
         tb->wait = pd_xcalloc((size_t)T, sizeof(waiter));
     }
@@ -221,7 +264,7 @@ static void free_state(server *s)
     free(s->block_index);
     for (int t = 0; t < s->lay.ntables; t++) {
         stable *tb = &s->tables[t];
-        free(tb->w); free(tb->g); free(tb->s1); free(tb->s2); free(tb->mark); free(tb->touched);
+        free(tb->w); free(tb->g); free(tb->s1); free(tb->s2); free(tb->mark); free(tb->dup); free(tb->touched);
         free(tb->pushed); free(tb->wait);
     }
     free(s->tables);
@@ -293,32 +336,35 @@ static void recheck_barriers(server *s)
 
 /* --- checkpoints --------------------------------------------------------------- */
 
+/* Write (save) or read (!save) every array of the shard: each dense
+ * block's and each table's values and optimizer state, one .npy file each;
+ * reading also sets every step counter to steps. */
+static int shard_arrays(server *s, const char *dir, int save, long steps)
+{
+    static const char *what[3] = {"w", "s1", "s2"};
+    int rc = 0;
+    for (int i = 0; i < s->nblocks + s->lay.ntables && rc == 0; i++) {
+        int is_block = i < s->nblocks;
+        sblock *b = is_block ? &s->blocks[i] : NULL;
+        stable *tb = is_block ? NULL : &s->tables[i - s->nblocks];
+        float *arrs[3] = {is_block ? b->w : tb->w, is_block ? b->s1 : tb->s1, is_block ? b->s2 : tb->s2};
+        int rows = is_block ? 1 : tb->rows, cols = is_block ? b->len : tb->dim;
+        int index = is_block ? b->k : i - s->nblocks;
+        for (int a = 0; a < 3 && rc == 0 && rows > 0; a++) {
+            if (!arrs[a]) continue;
+            char *path = pd_xasprintf("%s/%s-%d.%s.npy", dir, is_block ? "block" : "table", index, what[a]);
+            rc = save ? pd_npy_write(path, arrs[a], rows, cols) : pd_npy_read(path, arrs[a], rows, cols);
+            free(path);
+        }
+        if (!save) *(is_block ? &b->t : &tb->t) = steps;
+    }
+    return rc;
+}
+
 static int save_shard(server *s, const char *dir)
 {
     int rc = pd_mkdir_p(dir);
-    if (rc < 0) return rc;
-    for (int i = 0; i < s->nblocks && rc == 0; i++) {
-        sblock *b = &s->blocks[i];
-        float *arrs[3] = {b->w, b->s1, b->s2};
-        const char *what[3] = {"w", "s1", "s2"};
-        for (int a = 0; a < 3 && rc == 0; a++) {
-            if (!arrs[a]) continue;
-            char *path = pd_xasprintf("%s/block-%d.%s.npy", dir, b->k, what[a]);
-            rc = pd_npy_write(path, arrs[a], 1, b->len);
-            free(path);
-        }
-    }
-    for (int t = 0; t < s->lay.ntables && rc == 0; t++) {
-        stable *tb = &s->tables[t];
-        float *arrs[3] = {tb->w, tb->s1, tb->s2};
-        const char *what[3] = {"w", "s1", "s2"};
-        for (int a = 0; a < 3 && rc == 0; a++) {
-            if (!arrs[a] || tb->rows == 0) continue;
-            char *path = pd_xasprintf("%s/table-%d.%s.npy", dir, t, what[a]);
-            rc = pd_npy_write(path, arrs[a], tb->rows, tb->dim);
-            free(path);
-        }
-    }
+    if (rc == 0) rc = shard_arrays(s, dir, 1, 0);
     if (rc < 0) return rc;
     char *path = pd_xasprintf("%s/shard.txt", dir);
     FILE *f = fopen(path, "w");
@@ -351,32 +397,7 @@ static int load_shard(server *s, const char *dir)
                           s->o->id, s->o->npservers);
     if (strcmp(digest, want) != 0)
         return pd_err_set(PD_EDATA, "%s was saved for a different model or optimizer", dir);
-    int rc = 0;
-    for (int i = 0; i < s->nblocks && rc == 0; i++) {
-        sblock *b = &s->blocks[i];
-        float *arrs[3] = {b->w, b->s1, b->s2};
-        const char *what[3] = {"w", "s1", "s2"};
-        for (int a = 0; a < 3 && rc == 0; a++) {
-            if (!arrs[a]) continue;
-            char *p = pd_xasprintf("%s/block-%d.%s.npy", dir, b->k, what[a]);
-            rc = pd_npy_read(p, arrs[a], 1, b->len);
-            free(p);
-        }
-        b->t = steps;
-    }
-    for (int t = 0; t < s->lay.ntables && rc == 0; t++) {
-        stable *tb = &s->tables[t];
-        float *arrs[3] = {tb->w, tb->s1, tb->s2};
-        const char *what[3] = {"w", "s1", "s2"};
-        for (int a = 0; a < 3 && rc == 0; a++) {
-            if (!arrs[a] || tb->rows == 0) continue;
-            char *p = pd_xasprintf("%s/table-%d.%s.npy", dir, t, what[a]);
-            rc = pd_npy_read(p, arrs[a], tb->rows, tb->dim);
-            free(p);
-        }
-        tb->t = steps;
-    }
-    return rc;
+    return shard_arrays(s, dir, 0, steps);
 }
 
 /* --- frames --------------------------------------------------------------------- */
@@ -420,7 +441,9 @@ static int on_handshake(server *s, int slot, pd_frame *f)
         return pd_err_set(PD_EAUTH, "authentication failed (wrong job secret)");
     }
     c->state = ST_READY;
+    s->nunauth--;
     c->c.max_frame = PD_MAX_FRAME;
+    c->c.max_out = s->max_out;
     uint32_t kind = (uint32_t)c->kind;
     pd_conn_queue(&c->c, PD_MSG_WELCOME, (uint32_t)s->o->id, (uint32_t)s->o->npservers, &kind, 4, NULL, 0);
     if (!s->seen[c->trainer]) {
@@ -438,7 +461,16 @@ static uint32_t rd32(const uint8_t *p)
     return v;
 }
 
-/* Check a rows payload: nrows ids (owned, < rows) then optionally nrows x dim floats. */
+/* Are all n floats finite? */
+static int all_finite(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return 0;
+    return 1;
+}
+
+/* Check a rows payload: nrows ids (owned, < rows) then optionally nrows x
+ * dim floats; a frame with values names each row once. */
 static int check_rows(server *s, pd_frame *f, int with_values, stable **out_tb)
 {
     if (f->a >= (uint32_t)s->lay.ntables) return pd_err_set(PD_EPROTO, "%s: no table %u", pd_msg_name(f->type), f->a);
@@ -447,12 +479,28 @@ static int check_rows(server *s, pd_frame *f, int with_values, stable **out_tb)
     uint64_t per = 4 + (with_values ? 4ull * (uint64_t)tb->dim : 0);
     if ((uint64_t)f->b * per != f->len)
         return pd_err_set(PD_EPROTO, "%s: %u rows do not fit %u bytes", pd_msg_name(f->type), f->b, f->len);
-    for (uint32_t i = 0; i < f->b; i++) {
+    uint32_t i;
+    int rc = 0;
+    for (i = 0; i < f->b && rc == 0; i++) {
         uint32_t row = rd32(f->payload + 4 * i);
-        if (row >= (uint32_t)p->rows || pd_row_owner(&s->lay, (int32_t)row) != s->o->id)
-            return pd_err_set(PD_EPROTO, "%s: row %u of table '%s' is not held by pserver %d", pd_msg_name(f->type),
-                              row, p->name, s->o->id);
+        if (row >= (uint32_t)p->rows || pd_row_owner(&s->lay, (int32_t)row) != s->o->id) {
+            rc = pd_err_set(PD_EPROTO, "%s: row %u of table '%s' is not held by pserver %d", pd_msg_name(f->type),
+                            row, p->name, s->o->id);
+        } else if (with_values) {
+            int32_t local = pd_row_local(&s->lay, (int32_t)row);
+            if (tb->dup[local])
+                rc = pd_err_set(PD_EPROTO, "%s: row %u of table '%s' appears twice in one frame",
+                                pd_msg_name(f->type), row, p->name);
+            tb->dup[local] = 1;
+        }
     }
+    /* clear the marks of the rows checked so far (the last one too) */
+    for (uint32_t j = 0; with_values && j < i; j++) {
+        uint32_t row = rd32(f->payload + 4 * j);
+        if (row < (uint32_t)p->rows && pd_row_owner(&s->lay, (int32_t)row) == s->o->id)
+            tb->dup[pd_row_local(&s->lay, (int32_t)row)] = 0;
+    }
+    if (rc < 0) return rc;
     *out_tb = tb;
     return 0;
 }
@@ -503,10 +551,13 @@ static int on_frame(server *s, int slot, pd_frame *f)
         if (f->len) return pd_err_set(PD_EPROTO, "INIT_DONE with a payload");
         /* trainer 0 sends INIT_DONE on each of its connections, after that
          * connection's INIT frames: ready once all of them arrived */
-        if (f->a == 1 && T == 0 && !s->ready && ++s->init_done == s->nlisten) {
-            PD_INFO("parameters initialised by trainer 0");
-            mark_ready(s);
-            s->pass_started = pd_now();
+        if (f->a == 1 && T == 0 && !s->ready && !s->init_port[c->port_index]) {
+            s->init_port[c->port_index] = 1; /* a port counts once, however often it says so */
+            if (++s->init_done == s->nlisten) {
+                PD_INFO("parameters initialised by trainer 0");
+                mark_ready(s);
+                s->pass_started = pd_now();
+            }
         }
         if (s->ready) {
             reply(s, me, PD_MSG_READY, 0, 0, NULL, 0);
@@ -524,6 +575,8 @@ static int on_frame(server *s, int slot, pd_frame *f)
         if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_BLOCK before the parameters were initialised");
         if ((rc = check_block(s, f, &b)) < 0) return rc;
         if (b->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed block %d twice in one step", T, b->k);
+        if (!all_finite((const float *)f->payload, (size_t)b->len))
+            return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for block %d: refused", T, b->k);
         /* the first gradient of a step is copied, the others added */
         if (b->npushed == 0) memcpy(b->g, f->payload, (size_t)b->len * sizeof(float));
         else pd_backend_cpu.axpy((size_t)b->len, 1.f, (const float *)f->payload, b->g);
@@ -537,6 +590,9 @@ static int on_frame(server *s, int slot, pd_frame *f)
         if ((rc = check_rows(s, f, 1, &tb)) < 0) return rc;
         if (tb->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed table %u twice in one step", T, f->a);
         const float *vals = (const float *)(f->payload + 4 * (size_t)f->b);
+        if (!all_finite(vals, (size_t)f->b * tb->dim))
+            return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for table '%s': refused", T,
+                              s->lay.params[tb->param].name);
         s->rows_pushed += f->b;
         for (uint32_t i = 0; i < f->b; i++) {
             int32_t local = pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i));
@@ -556,6 +612,9 @@ static int on_frame(server *s, int slot, pd_frame *f)
     case PD_MSG_PULL_ROWS: {
         if ((rc = check_rows(s, f, 0, &tb)) < 0) return rc;
         size_t n = (size_t)f->b * tb->dim;
+        if (n * sizeof(float) > PD_MAX_FRAME)
+            return pd_err_set(PD_ERANGE, "PULL_ROWS of %u rows: the reply (%zu bytes) would be over the %u frame limit",
+                              f->b, n * sizeof(float), PD_MAX_FRAME);
         s->rows_pulled += f->b;
         float *out = pd_xmalloc((n ? n : 1) * sizeof(float));
         for (uint32_t i = 0; i < f->b; i++)
@@ -643,7 +702,7 @@ static int listen_on(const char *addr, int port, int *fd_out)
         sa.sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
         freeaddrinfo(res);
     }
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 128) < 0) {
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
         int e = errno;
         close(fd);
         return pd_err_set(PD_EIO, "cannot listen on %s:%d: %s", addr ? addr : "0.0.0.0", port, strerror(e));
@@ -686,21 +745,67 @@ static int open_ports(server *s, int *base)
     return pd_err_set(PD_EIO, "found no %d free consecutive ports", n);
 }
 
+/* Listeners in (on) or out of epoll: out for a moment when no descriptor is
+ * left, so that a readable listener cannot spin the loop. */
+static void listeners_watch(server *s, int on)
+{
+    for (int i = 0; i < s->nlisten; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
+        epoll_ctl(s->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->listen_fd[i], &ev);
+    }
+}
+
+/* accept failed with EMFILE or ENFILE: the connection stays queued and the
+ * listener readable. Take it with the reserve descriptor and close it; if
+ * that fails too, rest the listeners for ACCEPT_PAUSE_S. 0: go on accepting. */
+static int out_of_fds(server *s, int li, int err)
+{
+    if (!s->fds_short) {
+        PD_WARN("out of file descriptors (%s): refusing new connections until some close", strerror(err));
+        s->fds_short = 1;
+    }
+    if (s->reserve_fd >= 0) {
+        close(s->reserve_fd);
+        int fd = accept4(s->listen_fd[li], NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) close(fd);
+        s->reserve_fd = -1;
+        if (fd >= 0 && s->reserve_fd >= 0) return 0;
+    }
+    listeners_watch(s, 0);
+    s->accept_paused_until = pd_now() + ACCEPT_PAUSE_S;
+    return -1;
+}
+
+/* A free slot, or -1 (logged) when the connection must be refused. */
+static int free_slot(server *s)
+{
+    if (s->nunauth >= PD_MAX_UNAUTH) {
+        if (!s->unauth_full)
+            PD_WARN("refusing connections: %d have not finished the handshake (logged once until one is taken)",
+                    s->nunauth);
+        s->unauth_full = 1;
+        return -1;
+    }
+    s->unauth_full = 0;
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (!s->conns[i].used) return i;
+    PD_WARN("refusing a connection: %d connections already", MAX_CONNS);
+    return -1;
+}
+
 static void accept_all(server *s, int li)
 {
-    for (;;) {
+    for (int n = 0; n < ACCEPTS_PER_WAKE; n++) {
         struct sockaddr_in sa;
         socklen_t len = sizeof sa;
         int fd = accept4(s->listen_fd[li], (struct sockaddr *)&sa, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) return;
-        int slot = -1;
-        for (int i = 0; i < MAX_CONNS; i++)
-            if (!s->conns[i].used) {
-                slot = i;
-                break;
-            }
+        if (fd < 0) {
+            if ((errno == EMFILE || errno == ENFILE) && out_of_fds(s, li, errno) == 0) continue;
+            return;
+        }
+        s->fds_short = 0;
+        int slot = free_slot(s);
         if (slot < 0) {
-            PD_WARN("refusing a connection: %d connections already", MAX_CONNS);
             close(fd);
             continue;
         }
@@ -711,21 +816,42 @@ static void accept_all(server *s, int li)
         memset(c, 0, sizeof *c);
         c->gen = gen;
         c->used = 1;
+        c->since = pd_now();
+        s->nunauth++;
         pd_conn_init(&c->c, fd, PD_MAX_HANDSHAKE);
         c->port_index = li;
         c->kind = li >= s->lay.ports_num;
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
         snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(sa.sin_port));
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)slot + 1000};
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)slot + CONN_ID_BASE};
         epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
+    }
+}
+
+/* Drop the connections whose handshake is over its deadline; bring the
+ * listeners back after a pause. */
+static void check_deadlines(server *s)
+{
+    double now = pd_now();
+    if (s->accept_paused_until > 0 && now >= s->accept_paused_until) {
+        s->accept_paused_until = 0;
+        listeners_watch(s, 1);
+    }
+    for (int i = 0; i < MAX_CONNS && s->nunauth > 0; i++) {
+        sconn *c = &s->conns[i];
+        if (c->used && c->state != ST_READY && now - c->since > s->handshake_timeout) {
+            char why[96];
+            snprintf(why, sizeof why, "no handshake within %.1f s", s->handshake_timeout);
+            drop(s, i, why);
+        }
     }
 }
 
 static void on_readable(server *s, int slot)
 {
     sconn *c = &s->conns[slot];
-    for (int frames = 0; frames < 64 && c->used; frames++) {
+    for (int frames = 0; frames < FRAMES_PER_WAKE && c->used; frames++) {
         pd_frame f;
         int eof = 0;
         int rc = pd_conn_read(&c->c, &f, &eof);
@@ -741,8 +867,14 @@ static void on_readable(server *s, int slot)
             }
             break;
         }
-        if (on_frame(s, slot, &f) < 0) {
-            drop(s, slot, pd_err_msg());
+        int frc = on_frame(s, slot, &f);
+        if (frc < 0) {
+            /* an authenticated peer is told why; an unauthenticated one
+             * got its answer from the handshake, if any */
+            char why[PD_MAX_HANDSHAKE];
+            snprintf(why, sizeof why, "%s", pd_err_msg());
+            if (c->used && c->state == ST_READY) send_error(s, slot, frc, why);
+            drop(s, slot, why);
             return;
         }
     }
@@ -762,7 +894,9 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     s->r = r;
     s->o = o;
     s->epfd = -1;
-    for (int i = 0; i < (int)PD_COUNT(s->listen_fd); i++) s->listen_fd[i] = -1;
+    for (int i = 0; i < MAX_LISTEN; i++) s->listen_fd[i] = -1;
+    s->handshake_timeout = o->handshake_timeout > 0 ? o->handshake_timeout : PD_HANDSHAKE_TIMEOUT_S;
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->sync = !r->mode || strcmp(r->mode, "async") != 0;
     if (o->ntrainers < 1 || o->npservers < 1 || o->id < 0 || o->id >= o->npservers)
         return pd_err_set(PD_EINVAL, "pserver %d of %d with %d trainers: bad numbers", o->id, o->npservers,
@@ -777,19 +911,20 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     }
     s->conns = pd_xcalloc(MAX_CONNS, sizeof *s->conns);
     s->nlisten = s->lay.ports_num + s->lay.ports_sparse;
-    if (s->nlisten > (int)PD_COUNT(s->listen_fd)) {
-        rc = pd_err_set(PD_EINVAL, "too many ports");
+    if (s->nlisten > MAX_LISTEN) {
+        rc = pd_err_set(PD_EINVAL, "%d ports: a pserver listens on at most %d", s->nlisten, MAX_LISTEN);
         goto out;
     }
     int base = 0;
     if ((rc = open_ports(s, &base)) < 0) goto out;
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
-    for (int i = 0; i < s->nlisten; i++) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
-        epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->listen_fd[i], &ev);
-    }
+    listeners_watch(s, 1);
     long dense = 0;
     for (int i = 0; i < s->nblocks; i++) dense += s->blocks[i].len;
+    /* a step's replies to one trainer are its whole dense shard: that much
+     * is legitimate on top of the cap */
+    s->max_out = PD_MAX_QUEUED_OUT + (size_t)dense * sizeof(float) + (size_t)s->nblocks * PD_HEADER_SIZE;
     PD_INFO("pserver %d of %d: %d dense blocks (%ld floats), %d sparse tables, %s mode, %d trainers", o->id,
             o->npservers, s->nblocks, dense, s->lay.ntables, s->sync ? "sync" : "async", o->ntrainers);
     char range[64] = "";
@@ -802,7 +937,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
         close(o->ready_fd);
     }
     s->started = pd_now();
-    struct epoll_event evs[64];
+    struct epoll_event evs[MAX_EVENTS];
     while (!(o->stop && *o->stop)) {
         if (s->nfinished == o->ntrainers) {
             PD_INFO("every trainer finished; pserver %d exits", o->id);
@@ -812,18 +947,19 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
             rc = pd_err_set(PD_ETIMEDOUT, "no trainer connected within %.0f s", o->idle_timeout);
             break;
         }
-        int n = epoll_wait(s->epfd, evs, 64, 1000);
+        check_deadlines(s);
+        int n = epoll_wait(s->epfd, evs, MAX_EVENTS, TICK_MS);
         if (n < 0 && errno != EINTR) {
             rc = pd_err_set(PD_EIO, "epoll_wait: %s", strerror(errno));
             break;
         }
         for (int i = 0; i < n; i++) {
             uint64_t id = evs[i].data.u64;
-            if (id < 1000) {
+            if (id < CONN_ID_BASE) {
                 accept_all(s, (int)id);
                 continue;
             }
-            int slot = (int)(id - 1000);
+            int slot = (int)(id - CONN_ID_BASE);
             if (!s->conns[slot].used) continue;
             if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(s, slot);
             if (s->conns[slot].used && (evs[i].events & EPOLLOUT)) {
@@ -840,6 +976,7 @@ out:
     for (int i = 0; i < s->nlisten; i++)
         if (s->listen_fd[i] >= 0) close(s->listen_fd[i]);
     if (s->epfd >= 0) close(s->epfd);
+    if (s->reserve_fd >= 0) close(s->reserve_fd);
     free_state(s);
     pd_layout_free(&s->lay);
     return rc;

@@ -12,6 +12,12 @@
 #include "proto.h"
 #include "../core/recipe.h"
 
+/* A connection must finish the handshake within this many seconds. */
+#define PD_HANDSHAKE_TIMEOUT_S 10.0
+/* Connections still in the handshake that a pserver holds at once; more are
+ * accepted and closed at once. */
+#define PD_MAX_UNAUTH 64
+
 typedef struct pd_server_opts {
     int id, npservers, ntrainers;
     const char *bind_addr;  /* NULL: every interface */
@@ -22,6 +28,7 @@ typedef struct pd_server_opts {
     int ready_fd;           /* >= 0: write "PORT\n" there once listening */
     volatile int *stop;     /* set by a signal: exit */
     double idle_timeout;    /* exit when no trainer came for this long (0: never) */
+    double handshake_timeout; /* 0: PD_HANDSHAKE_TIMEOUT_S */
 } pd_server_opts;
 
 int pd_server_run(const pd_recipe *r, const pd_server_opts *o);
