@@ -73,6 +73,9 @@ S.blocks = {
     server_timeout = num(1, 86400, 120),
     save_dir = str("output"),
     checkpoint_dir = str(nil),
+    checkpoint_period = int(1, 2000000000, 100), -- sync: global steps between checkpoints
+    checkpoint_keep = int(1, 1000, 2),
+    heartbeat_timeout = num(1, 86400, 30),
     threads = int(0, 1024, 0),
     num_gradient_servers = int(1, 4096, nil),
   },

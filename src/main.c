@@ -363,7 +363,7 @@ static void role_close(role_cmd *c)
 static int cmd_pserver(int argc, char **argv)
 {
     static const char *const known[] = {"pserver_id", "port", "bind", "init_shard", "secret_fd", "ready_fd",
-                                        "log_dir", "idle_timeout", NULL};
+                                        "log_dir", "idle_timeout", "resume!", NULL};
     role_cmd c;
     pd_server_opts o = {0};
     char addr[64];
@@ -376,6 +376,7 @@ static int cmd_pserver(int argc, char **argv)
     if (rc == 0) {
         o.idle_timeout = idle;
         o.init_shard = pd_cli_opt(&c.cli, "init_shard");
+        o.resume = pd_cli_opt(&c.cli, "resume") != NULL;
         o.bind_addr = pd_cli_opt(&c.cli, "bind");
         if (!o.bind_addr && c.r.nic) {
             if (nic_addr(c.r.nic, addr, sizeof addr) < 0) {
@@ -405,7 +406,8 @@ out:
 
 static int cmd_trainer(int argc, char **argv)
 {
-    static const char *const known[] = {"trainer_id", "pservers", "secret_fd", "log_dir", "init_model", NULL};
+    static const char *const known[] = {"trainer_id", "pservers", "secret_fd", "log_dir", "init_model", "resume!",
+                                        NULL};
     role_cmd c;
     pd_trainer_opts o = {0};
     int rc = role_open(&c, "trainer", argc, argv, known);
@@ -422,6 +424,7 @@ static int cmd_trainer(int argc, char **argv)
     if (rc == 0) {
         o.ntrainers = c.r.trainers;
         o.init_model = pd_cli_opt(&c.cli, "init_model");
+        o.resume = pd_cli_opt(&c.cli, "resume") != NULL;
         memcpy(o.secret, c.secret, PD_SECRET);
         pd_job_id(o.secret, o.job);
         o.stop = &stop_flag;
@@ -617,13 +620,13 @@ static const command commands[] = {
      "(internal) The agent the launcher runs on each node over SSH.",
      "Starts the roles placed on this node, streams their output, and ends them\n"
      "all when its stdin closes (the launcher went away or the connection dropped).\n"},
-    {"pserver", cmd_pserver, "RECIPE --pserver_id=N [--port=P] [--bind=ADDR] [--init_shard=DIR] [--key=value ...]",
+    {"pserver", cmd_pserver, "RECIPE --pserver_id=N [--port=P] [--bind=ADDR] [--init_shard=DIR] [--resume] [--key=value ...]",
      "Run one parameter server (what the launcher starts).",
      "Listens on port .. port + ports_num + ports_num_for_sparse - 1 (--port=0: a free\n"
      "range, reported on --ready_fd), bound to the address of cluster.nic when set.\n"
      "The job secret comes from --secret_fd, PADDLE_JOB_SECRET_FILE or\n"
      "PADDLE_JOB_SECRET. --pservers=N and --trainers=N override the recipe's counts.\n"},
-    {"trainer", cmd_trainer, "RECIPE --pservers=HOST:PORT,... --trainer_id=N [--key=value ...]",
+    {"trainer", cmd_trainer, "RECIPE --pservers=HOST:PORT,... --trainer_id=N [--resume] [--key=value ...]",
      "Run one trainer (what the launcher starts).",
      "Connects to every pserver (printing which are not ready while it waits, up to\n"
      "settings.server_timeout seconds), trains on its share of the data, and, as\n"
