@@ -629,6 +629,7 @@ static int on_handshake(server *s, int slot, pd_frame *f)
     }
     c->state = ST_READY;
     s->nunauth--;
+    s->last_heard[c->trainer] = pd_now();
     c->c.max_frame = PD_MAX_FRAME;
     c->c.max_out = s->max_out;
     uint32_t kind = (uint32_t)c->kind;
