@@ -1170,6 +1170,10 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     if (o->init_shard) {
         if ((rc = load_shard(s, o->init_shard)) < 0) goto out;
         s->ready = 1;
+        /* the parameters only: the trainers start at their beginning */
+        s->resume_step = -1;
+        memset(s->pos_pass, 0, (size_t)o->ntrainers * sizeof *s->pos_pass);
+        memset(s->pos_batch, 0, (size_t)o->ntrainers * sizeof *s->pos_batch);
         PD_INFO("started from the shard saved in %s", o->init_shard);
     } else if (o->resume && resume(s)) {
         s->ready = 1;

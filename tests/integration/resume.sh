@@ -70,6 +70,16 @@ killed_run() {
     sleep 0.5
 }
 
+# ckpts DIR [complete]: the checkpoint directories under DIR, oldest first
+ckpts() {
+    local d
+    for d in "$1"/ckpt-*; do
+        [ -d "$d" ] || continue
+        [ -z "$2" ] || [ -f "$d/complete" ] || continue
+        echo "${d##*ckpt-} $d"
+    done | sort -n | awk '{print $2}'
+}
+
 final_pass() { ls -d "$1"/pass-* 2>/dev/null | sort | tail -n 1; }
 
 # same_params NAME REF RESUMED: every .npy of the last pass, max relative difference <= 1e-5
@@ -117,3 +127,91 @@ sync_case() { # NAME RECIPE ARGS...
 
 sync_case fit_sync fit_a_line.lua --passes=150 --checkpoint_period=40 --log_period=100000
 sync_case rec_sync recommendation.lua --passes=3 --checkpoint_period=15 --log_period=100000 --batch_size=64
+
+# async: the same kill; the final test cost within 5% of an uninterrupted run
+last_test_cost() { grep -o 'test cost [0-9.e+-]*' "$1" | tail -n 1 | awk '{print $3}'; }
+async_case() { # NAME RECIPE ARGS...
+    local name=$1 recipe=$2; shift 2
+    mkdir -p $name
+    roles "$recipe" $name/ref --save_dir=$name/ref_out --mode=async "$@" || { fail ${name}_reference "$(tail -n 3 $name/ref.tr0)"; return; }
+    killed_run "$recipe" $name --mode=async "$@"
+    if roles "$recipe" $name/res --checkpoint_dir=$name/ckpt --save_dir=$name/out --mode=async --resume "$@" &&
+        resumed_from_ckpt ${name}_resumed $name; then
+        local a b; a=$(last_test_cost $name/ref.tr0); b=$(last_test_cost $name/res.tr0)
+        if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05 * a) }'
+        then pass ${name}_test_cost_within_5pct; echo "$name: test cost $a uninterrupted, $b resumed"
+        else fail ${name}_test_cost_within_5pct "uninterrupted '$a', resumed '$b'"; fi
+    else
+        fail ${name}_resumed "$(tail -n 3 $name/res.ps0 $name/res.tr0)"
+    fi
+}
+async_case fit_async fit_a_line.lua --passes=150 --log_period=100000
+async_case rec_async recommendation.lua --passes=4 --log_period=100000 --batch_size=64
+
+# a corrupt shard in the newest checkpoint: skipped, with a warning, for the previous one
+newest=$(ckpts rec_sync/ckpt complete | tail -n 1)
+older=$(ckpts rec_sync/ckpt complete | tail -n 2 | head -n 1)
+f=$(ls $newest/pserver-0/*.npy | head -n 1)
+printf '\x7f\x7f\x7f\x7f' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null
+read -r -a ports <<<"$(free_ports)"
+run_capture timeout 30 "$PADDLE" pserver recommendation.lua --pserver_id=0 --port=${ports[0]} --bind=127.0.0.1 \
+    --checkpoint_dir=rec_sync/ckpt --resume --idle_timeout=1
+if grep -q "checksum mismatch" <<<"$out" && grep -q "resuming from checkpoint $older " <<<"$out"; then
+    pass corrupt_checkpoint_skipped
+else fail corrupt_checkpoint_skipped "$(grep -E 'checkpoint|resum' <<<"$out" | head -n 3)"; fi
+
+# a pserver killed 20 times at random moments while it writes a checkpoint
+# every step: the newest complete checkpoint is always the one that loads
+ok=0; bad=""
+mkdir -p kills
+for i in $(seq 20); do
+    read -r -a ports <<<"$(free_ports)"
+    kp=()
+    for j in 0 1; do
+        "$PADDLE" pserver recommendation.lua --pserver_id=$j --port=${ports[$j]} --bind=127.0.0.1 --passes=50 \
+            --checkpoint_dir=kills/ckpt --checkpoint_period=1 --batch_size=64 --resume >kills/ps$j.log 2>&1 &
+        kp+=($!); pids+=($!)
+    done
+    for j in 0 1; do
+        "$PADDLE" trainer recommendation.lua --pservers=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} --trainer_id=$j \
+            --passes=50 --checkpoint_dir=kills/ckpt --checkpoint_period=1 --batch_size=64 --resume \
+            --log_period=100000 >kills/tr$j.log 2>&1 &
+        kp+=($!); pids+=($!)
+    done
+    sleep "$($PY -c 'import random; print(round(random.uniform(0.8, 2.0), 2))')"
+    kill -9 ${kp[0]}; sleep 0.2
+    for p in "${kp[@]}"; do kill -9 $p 2>/dev/null; wait $p 2>/dev/null; done
+    want=$(ckpts kills/ckpt complete | tail -n 1)
+    run_capture timeout 30 "$PADDLE" pserver recommendation.lua --pserver_id=0 --port=${ports[0]} --bind=127.0.0.1 \
+        --batch_size=64 --checkpoint_dir=kills/ckpt --resume --idle_timeout=1
+    if [ -n "$want" ] && grep -q "resuming from checkpoint $want " <<<"$out"; then ok=$((ok + 1))
+    else bad="$bad [kill $i: want '$want': $(grep -E 'resum|checkpoint' <<<"$out" | head -n 2)]"; fi
+done
+if [ $ok -eq 20 ]; then pass killed_during_writes_previous_loads; else fail killed_during_writes_previous_loads "$ok/20 $bad"; fi
+
+# a trainer stopped (SIGSTOP): the pservers name it within heartbeat_timeout + 5 s
+read -r -a ports <<<"$(free_ports)"
+hp=()
+for j in 0 1; do
+    "$PADDLE" pserver fit_a_line.lua --pserver_id=$j --port=${ports[$j]} --bind=127.0.0.1 --passes=1000000 \
+        --heartbeat_timeout=3 >hb.ps$j 2>&1 &
+    hp+=($!); pids+=($!)
+done
+for j in 0 1; do
+    "$PADDLE" trainer fit_a_line.lua --pservers=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} --trainer_id=$j \
+        --passes=1000000 --heartbeat_timeout=3 --log_period=100000000 --save_dir=hb_out >hb.tr$j 2>&1 &
+    hp+=($!); pids+=($!)
+done
+sleep 1.5
+kill -STOP ${hp[3]}
+t0=$(date +%s.%N)
+named=""
+while [ "$(echo "$(date +%s.%N) - $t0 < 12" | bc)" = 1 ]; do
+    if grep -q "trainer 1 sent nothing" hb.ps0 hb.ps1; then named=$(date +%s.%N); break; fi
+    sleep 0.1
+done
+kill -CONT ${hp[3]}
+for p in "${hp[@]}"; do kill -9 $p 2>/dev/null; wait $p 2>/dev/null; done
+if [ -n "$named" ] && [ "$(echo "$named - $t0 <= 8" | bc)" = 1 ]; then
+    pass stopped_trainer_named; echo "stopped trainer named after $(echo "$named - $t0" | bc) s (heartbeat_timeout 3 s)"
+else fail stopped_trainer_named "not named within 8 s: $(tail -n 2 hb.ps0)"; fi
