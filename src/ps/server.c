@@ -535,6 +535,7 @@ static int resume(server *s)
 {
     const char *dir = s->r->checkpoint_dir;
     long steps[64];
+    double t0 = pd_now();
     int n = dir ? pd_ckpt_list(dir, steps, 64, 0) : 0;
     for (int i = 0; i < n; i++) {
         char *ck = pd_ckpt_path(dir, steps[i]);
@@ -546,7 +547,8 @@ static int resume(server *s)
             unlink(marker);
             pd_ckpt_remove_tree(mine);
         } else {
-            PD_INFO("resuming from checkpoint %s (step %ld, pass %d)", ck, steps[i], s->pass);
+            PD_INFO("resuming from checkpoint %s (step %ld, pass %d), read in %.3f s", ck, steps[i], s->pass,
+                    pd_now() - t0);
         }
         free(ck); free(marker); free(mine);
         if (rc == 0) return 1;

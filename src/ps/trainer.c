@@ -26,13 +26,14 @@ static int ps_pull(void *ctx, pd_net *net) { return pd_client_pull_rows(((ps_ste
 static int checkpoint(ps_step *s, long step, int pass, int batch)
 {
     int writer = -1;
+    double t0 = pd_now();
     int rc = pd_client_save(s->cl, step, pass, batch, &writer);
     if (rc < 0) return pd_err_wrap(rc, "checkpoint of step %ld", step);
     if (writer != s->o->id) return 0;
     rc = pd_ckpt_commit(s->r->checkpoint_dir, step, s->o->npservers, s->o->ntrainers,
                         s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2);
     if (rc < 0) return pd_err_wrap(rc, "checkpoint of step %ld", step);
-    PD_INFO("checkpoint of step %ld complete (pass %d, batch %d)", step, pass, batch);
+    PD_INFO("checkpoint of step %ld complete (pass %d, batch %d) in %.4f s", step, pass, batch, pd_now() - t0);
     return 0;
 }
 
