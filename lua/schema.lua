@@ -71,11 +71,11 @@ S.blocks = {
     device = enum({ "cpu", "cuda" }, "cpu"),
     use_gpu = bool(false),
     server_timeout = num(1, 86400, 120),
+    heartbeat_timeout = num(1, 86400, 30),
     save_dir = str("output"),
     checkpoint_dir = str(nil),
     checkpoint_period = int(1, 2000000000, 200), -- sync: global steps between checkpoints
     checkpoint_keep = int(1, 1000, 2),
-    heartbeat_timeout = num(1, 86400, 30),
     threads = int(0, 1024, 0),
     num_gradient_servers = int(1, 4096, nil),
   },

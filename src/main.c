@@ -406,8 +406,8 @@ out:
 
 static int cmd_trainer(int argc, char **argv)
 {
-    static const char *const known[] = {"trainer_id", "pservers", "secret_fd", "log_dir", "init_model", "resume!",
-                                        NULL};
+    static const char *const known[] = {"trainer_id", "pservers", "secret_fd", "log_dir", "init_model",
+                                        "resume!", NULL};
     role_cmd c;
     pd_trainer_opts o = {0};
     int rc = role_open(&c, "trainer", argc, argv, known);
@@ -442,20 +442,26 @@ static int cmd_trainer(int argc, char **argv)
  * the plan; with hosts, the SSH launcher (one agent per node). */
 static int cmd_run(int argc, char **argv)
 {
-    static const char *const known[] = {"init_model", "accept-new-host-keys!", NULL};
+    static const char *const known[] = {"init_model", "accept-new-host-keys!", "resume!", NULL};
     role_cmd c;
     pd_plan plan = {0};
     int rc = role_open(&c, "run", argc, argv, known);
     if (rc == 0 && c.r.nhosts > 0) {
         pd_remote_opts o = {.init_model = pd_cli_opt(&c.cli, "init_model"), .cluster = c.cli.cluster,
-                            .accept_new = pd_cli_opt(&c.cli, "accept-new-host-keys") != NULL};
+                            .accept_new = pd_cli_opt(&c.cli, "accept-new-host-keys") != NULL,
+                            .resume = pd_cli_opt(&c.cli, "resume") != NULL};
         rc = pd_remote_run(&c.r, &o);
     } else if (rc == 0 && pd_plan_make(&plan, &c.r) < 0) {
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
         rc = 2;
+    } else if (rc == 0 && pd_cli_opt(&c.cli, "resume") && !c.r.checkpoint_dir) {
+        fprintf(stderr, "paddle: %s: nothing to resume: the recipe sets no settings.checkpoint_dir, so no run of "
+                        "it left a checkpoint; run it without --resume to start a new job\n", c.r.path);
+        rc = 2;
     } else if (rc == 0) {
         pd_agent_opts o = {.roles = plan.roles, .nroles = plan.nroles, .upstream_fd = -1,
-                           .init_model = pd_cli_opt(&c.cli, "init_model"), .cluster = c.cli.cluster};
+                           .init_model = pd_cli_opt(&c.cli, "init_model"), .cluster = c.cli.cluster,
+                           .resume = pd_cli_opt(&c.cli, "resume") != NULL};
         rc = pd_agent_run(&c.r, &o);
     }
     pd_plan_free(&plan);
@@ -468,7 +474,7 @@ static int cmd_run(int argc, char **argv)
  * for the whole job, and its end (the launcher went away) ends every role. */
 static int cmd_node(int argc, char **argv)
 {
-    static const char *const known[] = {"roles", "endpoints", "node", "init_model", "bind", NULL};
+    static const char *const known[] = {"roles", "endpoints", "node", "init_model", "bind", "resume!", NULL};
     role_cmd c;
     pd_role *roles = NULL;
     int nroles = 0, rc = role_open(&c, "node", argc, argv, known);
@@ -483,7 +489,8 @@ static int cmd_node(int argc, char **argv)
     if (rc == 0 && (rc = role_ready(&c, NULL)) == 0) {
         pd_agent_opts o = {.roles = roles, .nroles = nroles, .endpoints = eps, .secret = c.secret,
                            .upstream_fd = 0, .bind = pd_cli_opt(&c.cli, "bind"),
-                           .init_model = pd_cli_opt(&c.cli, "init_model"), .cluster = c.cli.cluster};
+                           .init_model = pd_cli_opt(&c.cli, "init_model"), .cluster = c.cli.cluster,
+                           .resume = pd_cli_opt(&c.cli, "resume") != NULL};
         rc = pd_agent_run(&c.r, &o);
     }
     free(roles);
@@ -608,14 +615,17 @@ static const command commands[] = {
      "the test cost when data.test is set), and writes the model after each pass to\n"
      "SAVE_DIR/pass-NNNNN/ (one .npy per parameter and manifest.json; save_dir is\n"
      "\"output\" by default). --init_model DIR starts from a saved model.\n"},
-    {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--key=value ...]",
+    {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--resume] [--key=value ...]",
      "Run the job: pservers and trainers (a local simulated cluster without hosts).",
      "Without hosts in the recipe, every pserver and trainer is a child process on\n"
      "this machine on free ports. Output comes back prefixed [pserver 0], [trainer 1];\n"
      "log/ holds server.log, train.log, paddle_pserver.INFO and paddle_trainer.INFO.\n"
      "The job ends when the trainers finish (exit 0), when a role dies (non-zero,\n"
-     "naming it), or on Ctrl+C (every role is ended). --key=value overrides the\n"
-     "recipe and is passed on to every role.\n"},
+     "naming it; with job.restarts or --restarts=N the whole job restarts from its\n"
+     "last checkpoint, up to N times), or on Ctrl+C (every role is ended).\n"
+     "--resume continues a stopped job from its last checkpoint (over SSH: in the\n"
+     "job directory of the last job started from here). --key=value overrides the\n"
+     "recipe and is passed on to every role. See docs/faults.md.\n"},
     {"node", cmd_node, "RECIPE --roles=... --endpoints=...",
      "(internal) The agent the launcher runs on each node over SSH.",
      "Starts the roles placed on this node, streams their output, and ends them\n"

@@ -105,7 +105,7 @@ typedef struct pd_recipe {
     int checkpoint_period;  /* sync: global steps between two checkpoints */
     int checkpoint_keep;    /* complete checkpoints kept */
     double server_timeout;
-    double heartbeat_timeout; /* a peer silent this long while waited on is dead */
+    double heartbeat_timeout; /* seconds a silent node (later: role) may stay silent before it is dead */
 
     /* model */
     int nlayers;

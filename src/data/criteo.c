@@ -105,12 +105,14 @@ int pd_criteo_bind(pd_criteo *c, const pd_slot *layout, int nslots, const pd_rec
 
 /* --- one line ------------------------------------------------------------------ */
 
+/* "label", "I1".."I13" or "C1".."C26"; buf holds at least 8 bytes. */
 static const char *field_name(int f, char *buf, size_t len)
 {
-    if (f == 0) snprintf(buf, len, "label");
-    else if (f <= PD_CRITEO_NDENSE) snprintf(buf, len, "I%d", f);
-    else snprintf(buf, len, "C%d", f - PD_CRITEO_NDENSE);
-    return buf;
+    int n;
+    if (f == 0) n = snprintf(buf, len, "label");
+    else if (f <= PD_CRITEO_NDENSE) n = snprintf(buf, len, "I%d", f);
+    else n = snprintf(buf, len, "C%d", f - PD_CRITEO_NDENSE);
+    return n < (int)len ? buf : "?";
 }
 
 static int bad_field(const char *file, long lineno, int f, const char *text, size_t len, const char *why)

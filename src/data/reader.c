@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -877,13 +878,35 @@ void pd_reader_release(pd_reader *rd, pd_batch *b)
 long pd_reader_skipped(const pd_reader *rd) { return rd->skipped; }
 long pd_reader_pass_samples(const pd_reader *rd) { return rd->pass_samples; }
 
+/* The reader thread may be blocked in a read that never returns (a FIFO, a
+ * stalled network file system): a signal with a handler that does nothing,
+ * installed without SA_RESTART, makes that read fail with EINTR, and the
+ * thread then sees that it is asked to stop. SIGURG: nothing else here uses
+ * it, and its default is to be ignored. */
+#define WAKE_SIGNAL SIGURG
+
+static void on_wake(int sig) { (void)sig; }
+
+static void install_wake(void)
+{
+    struct sigaction sa = {.sa_handler = on_wake};
+    sigemptyset(&sa.sa_mask);
+    sigaction(WAKE_SIGNAL, &sa, NULL);
+}
+
 void pd_reader_close(pd_reader *rd)
 {
+    static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
     if (!rd) return;
     if (rd->started) {
+        pthread_once(&wake_once, install_wake);
         pthread_mutex_lock(&rd->mu);
         rd->stop = 1;
         pthread_cond_broadcast(&rd->cv);
+        while (!rd->ended) {
+            pthread_kill(rd->thread, WAKE_SIGNAL);
+            wait_tick(rd);
+        }
         pthread_mutex_unlock(&rd->mu);
         pthread_join(rd->thread, NULL);
     }
@@ -918,4 +941,12 @@ void pd_reader_close(pd_reader *rd)
     pthread_mutex_destroy(&rd->mu);
     pthread_cond_destroy(&rd->cv);
     free(rd);
+}
+
+void pd_reader_set_stop(pd_reader *rd, volatile int *stop)
+{
+    if (!rd) return;
+    pthread_mutex_lock(&rd->mu);
+    rd->o.stop = stop;
+    pthread_mutex_unlock(&rd->mu);
 }

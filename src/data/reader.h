@@ -64,6 +64,9 @@ void pd_reader_release(pd_reader *rd, pd_batch *b);
 long pd_reader_skipped(const pd_reader *rd);
 /* Samples delivered in the pass that ended last. */
 long pd_reader_pass_samples(const pd_reader *rd);
+/* Make pd_reader_next return PD_EINTR (within ~0.1 s, also while it waits
+ * for the reader thread) once *stop is set: a signal handler's flag. */
+void pd_reader_set_stop(pd_reader *rd, volatile int *stop);
 void pd_reader_close(pd_reader *rd);
 
 /* The slot layout the recipe's model reads (one per data layer). */

@@ -25,6 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define RECONNECT_WAIT 30.0 /* seconds a restart retries a node it cannot reach */
+#define BACKOFF_MAX 8.0      /* seconds between two tries, doubling from 1 */
+
 typedef struct wfile {
     char *rel;              /* path inside the workspace */
     char *local;
@@ -67,6 +70,8 @@ struct deploy {
     const char *endpoints;
     uint8_t secret[PD_SECRET];
     pd_ssh_opts sopts;
+    int resume;             /* the roles start from the last checkpoint (--resume) */
+    double reconnect_until; /* a restart: retry a node that cannot be reached until then */
 };
 
 /* --- the workspace ------------------------------------------------------- */
@@ -82,7 +87,8 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
     const char *rel = path + strlen(walk_base);
     while (*rel == '/') rel++;
     /* never dispatch what a previous job left behind */
-    if (!strncmp(rel, "output/", 7) || !strncmp(rel, "log/", 4) || strstr(rel, "/.git/") || !strncmp(rel, ".git/", 5))
+    if (!strncmp(rel, "output/", 7) || !strncmp(rel, "log/", 4) || strstr(rel, "/.git/") || !strncmp(rel, ".git/", 5) ||
+        !strncmp(rel, ".paddle/", 8))
         return 0;
     PD_GROW(&walk_d->files, &walk_cap, walk_d->nfiles + 1);
     wfile *f = &walk_d->files[walk_d->nfiles++];
@@ -164,6 +170,7 @@ static char *agent_cmd(node *n, deploy *d)
      * cluster.nic names the interface */
     if (!r->nic) put_word(&t, "--bind=", n->h->host);
     if (d->o->init_model && n->index == 0) put_word(&t, "--init_model=", d->o->init_model);
+    if (d->resume) pd_buf_put(&t, " --resume");
     for (int i = 0; i < r->noverrides; i++) {
         char *kv = pd_xasprintf("--%s=%s", r->overrides[i].key, r->overrides[i].value);
         put_word(&t, "", kv);
@@ -252,6 +259,28 @@ static char *node_script(node *n, deploy *d, const char *links, const char *agen
     return b.s;
 }
 
+/* Connect to node n: a new session (a restart drops the old one first).
+ * During a restart, a node that cannot be reached is tried again, 1 s after
+ * the first try and doubling, until d->reconnect_until. */
+static int connect_node(node *n, deploy *d)
+{
+    if (n->ssh) pd_ssh_free(n->ssh);
+    n->ssh = NULL;
+    free(n->first);
+    n->first = NULL;
+    n->copied_binary = n->files_sent = n->files_cached = 0;
+    double wait = 1;
+    for (;;) {
+        int rc = pd_ssh_connect(&n->ssh, n->h, &d->sopts);
+        if (rc == 0 || rc == PD_EAUTH || d->reconnect_until <= 0) return rc;
+        if (pd_now() + wait > d->reconnect_until || pd_sup_signalled())
+            return pd_err_wrap(rc, "%s still not reachable after %.0f s", n->h->host, RECONNECT_WAIT);
+        fprintf(stderr, "paddle: %s is not reachable (%s); trying again in %.0f s\n", n->h->host, pd_err_msg(), wait);
+        for (double until = pd_now() + wait; pd_now() < until && !pd_sup_signalled();) usleep(100000);
+        wait = PD_MIN(wait * 2, BACKOFF_MAX);
+    }
+}
+
 /*
  * Deploy one node with as few remote commands as possible: each one costs a
  * shell start on the node. One exec channel runs a script that makes the
@@ -266,7 +295,7 @@ static void *deploy_node(void *arg)
     deploy *d = ((void **)arg)[1];
     int rc;
     char *text = NULL, *errtext = NULL, *script = NULL, *agent = NULL, *links = NULL;
-    if ((rc = pd_ssh_connect(&n->ssh, n->h, &d->sopts)) < 0) goto out;
+    if ((rc = connect_node(n, d)) < 0) goto out;
     links = link_cmd("$R", d, 0, d->nfiles);
     agent = agent_cmd(n, d);
     script = node_script(n, d, links, agent);
@@ -474,6 +503,71 @@ static int prepare_files(deploy *d, const pd_recipe *r, const pd_remote_opts *o)
     return 0;
 }
 
+/* --- the last job, for --resume ------------------------------------------ */
+
+/* Where the launcher records the job directory of the last job started from
+ * a recipe: .paddle/RECIPE.last_job beside the recipe, two lines:
+ * "job=DIR" and "hosts=SPEC SPEC ...". */
+static char *last_job_path(const pd_recipe *r)
+{
+    const char *base = strrchr(r->path, '/');
+    return pd_xasprintf("%s/.paddle/%s.last_job", r->dir, base ? base + 1 : r->path);
+}
+
+static char *hosts_line(const pd_recipe *r)
+{
+    pd_buf b = {0};
+    pd_buf_put(&b, "");
+    for (int i = 0; i < r->nhosts; i++) pd_buf_printf(&b, "%s%s", i ? " " : "", r->hosts[i].spec);
+    return b.s;
+}
+
+/* Record job_dir as the last job of r (atomically); a failure is a warning. */
+static void record_job(const pd_recipe *r, const char *job_dir)
+{
+    char *path = last_job_path(r), *tmp = pd_xasprintf("%s.tmp", path), *dir = pd_xasprintf("%s/.paddle", r->dir);
+    char *hosts = hosts_line(r);
+    FILE *f = pd_mkdir_p(dir) == 0 ? fopen(tmp, "w") : NULL;
+    int ok = f && fprintf(f, "job=%s\nhosts=%s\n", job_dir, hosts) > 0;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, path) < 0)
+        fprintf(stderr, "paddle: warning: cannot record the job directory in %s (paddle run --resume will not "
+                        "find this job): %s\n", path, strerror(errno));
+    free(path);
+    free(tmp);
+    free(dir);
+    free(hosts);
+}
+
+/* --resume: the job directory of the last job started from r, which must
+ * have run on the hosts r names now. */
+static int recorded_job(const pd_recipe *r, char **job_dir)
+{
+    char *path = last_job_path(r), *hosts = hosts_line(r), line[4096], *job = NULL, *was = NULL;
+    FILE *f = fopen(path, "r");
+    int rc = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!strncmp(line, "job=", 4) && !job && line[4]) job = pd_xstrdup(line + 4);
+        else if (!strncmp(line, "hosts=", 6) && !was) was = pd_xstrdup(line + 6);
+    }
+    if (!f)
+        rc = pd_err_set(PD_ENOENT, "nothing to resume: no job of %s was started from here (%s: %s); run it "
+                        "without --resume to start a new job", r->path, path, strerror(errno));
+    else if (!job || !was)
+        rc = pd_err_set(PD_EINVAL, "cannot resume: %s does not name a job directory and its hosts", path);
+    else if (strcmp(was, hosts))
+        rc = pd_err_set(PD_EINVAL, "cannot resume: the last job of %s ran on %s; the recipe now names %s", r->path,
+                        was, hosts);
+    if (f) fclose(f);
+    if (rc == 0) *job_dir = job;
+    else free(job);
+    free(was);
+    free(path);
+    free(hosts);
+    return rc;
+}
+
 /* Pserver endpoints: each host's address and its planned port. */
 static char *plan_endpoints(const pd_recipe *r, const pd_plan *plan)
 {
@@ -579,6 +673,15 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
         goto out;
     }
+    if (o->resume) {
+        free(d->job_dir);
+        d->job_dir = NULL;
+        if (recorded_job(r, &d->job_dir) < 0) {
+            fprintf(stderr, "paddle: %s\n", pd_err_msg());
+            status = 2;
+            goto out;
+        }
+    }
     d->endpoints = plan_endpoints(r, &plan);
     /* what the nodes' shells resolve: checked here, before any connection */
     if (pd_sh_path(d->root, "cluster.root_dir", &d->q_root) < 0 ||
@@ -594,11 +697,24 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     d->sopts.known_hosts = r->known_hosts;
     d->sopts.accept_new = o->accept_new;
     d->sopts.timeout = r->connect_timeout;
-    printf("paddle: job %s on %d host%s: %d pserver%s, %d trainer%s; job directory %s\n", r->path, nn,
+    printf("paddle: job %s on %d host%s: %d pserver%s, %d trainer%s; job directory %s%s\n", r->path, nn,
            nn > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "",
-           d->job_dir);
+           d->job_dir, o->resume ? " (resumed from its last checkpoint)" : "");
     fflush(stdout);
-    if (deploy_all(d, nodes, nn, sup, t0) == 0 && (status = pd_sup_run(sup)) == 0) finish(d, nodes, nn, t0);
+    if (!o->resume) record_job(r, d->job_dir);
+    d->resume = o->resume;
+    pd_sup_set_restarts(sup, r->restarts);
+    pd_sup_set_heartbeat(sup, r->heartbeat_timeout);
+    /* a restart (PD_SUP_RESTART): every node again, in the same job
+     * directory, its roles from the last checkpoint */
+    while (deploy_all(d, nodes, nn, sup, t0) == 0) {
+        if ((status = pd_sup_run(sup)) == 0) finish(d, nodes, nn, t0);
+        if (status != PD_SUP_RESTART) break;
+        status = 1;
+        pd_sup_clear(sup);
+        d->resume = 1;
+        d->reconnect_until = pd_now() + RECONNECT_WAIT;
+    }
 out:
     pd_sup_free(sup); /* closes the channels, before their sessions */
     for (int i = 0; i < nn; i++) {

@@ -20,6 +20,7 @@ typedef struct pd_remote_opts {
     const char *cluster;     /* --cluster file: dispatched and passed on */
     const char *init_model;
     int accept_new;          /* --accept-new-host-keys */
+    int resume;              /* --resume: the last job started from here, from its checkpoint */
 } pd_remote_opts;
 
 int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o);

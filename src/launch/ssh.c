@@ -1053,6 +1053,11 @@ err:
     return rc;
 }
 
+void pd_ssh_cut(pd_ssh *s)
+{
+    if (s && s->fd >= 0) shutdown(s->fd, SHUT_RDWR);
+}
+
 void pd_ssh_free(pd_ssh *s)
 {
     if (!s) return;

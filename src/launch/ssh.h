@@ -63,6 +63,10 @@ int pd_ssh_connect(pd_ssh **out, const pd_host *h, const pd_ssh_opts *o);
  * not use those afterwards). This is also how to abandon a command fast:
  * sshd then closes its stdin and output pipes, and the command sees EOF. */
 void pd_ssh_free(pd_ssh *s);
+/* Cut the connection now (a node that stopped answering): the socket is
+ * shut down, so every later call on the session or its channels fails at
+ * once instead of waiting for the node. Free it with pd_ssh_free. */
+void pd_ssh_cut(pd_ssh *s);
 
 /* "user@host:port", for messages. */
 const char *pd_ssh_name(const pd_ssh *s);

@@ -46,6 +46,9 @@
 #define READY_TIMEOUT 30.0  /* seconds for a pserver to listen */
 #define DONE_WAIT 10.0      /* seconds for pservers to end after the trainers */
 #define POLL_PERIOD 0.2     /* seconds between looks at SSH channels */
+#define BACKOFF_FIRST 1.0   /* seconds between stopping a failed job and starting it again */
+#define BACKOFF_MAX 8.0     /* ... doubling with each restart, up to this */
+#define CTL "#paddle-"      /* a node agent's line for the launcher, never printed */
 
 enum { M_ROLE, M_NODE };
 
@@ -68,6 +71,8 @@ typedef struct member {
     int out_eof, err_eof;
     char *lost;             /* the connection broke: why */
     char *exit_signal;
+    char *cause;            /* what its agent said failed ("trainer 1\twas killed ...") */
+    double last_heard;      /* when it last wrote anything */
     pd_node_line_fn on_line;
     void *ctx;
     pd_lines out, err;
@@ -84,6 +89,9 @@ struct pd_sup {
     int sig_pipe[2];
     int upstream_fd;        /* the agent's channel to the launcher, or -1 */
     int log_server, log_train;
+    int restarts, nrestarts;  /* restarts allowed (job.restarts), done */
+    double hb_timeout;        /* launcher: a node silent this long is dead (0: never) */
+    double hb_period, next_hb; /* node agent: heartbeat every hb_period seconds (0: none) */
     struct sigaction saved[5];
 };
 
@@ -113,12 +121,14 @@ void pd_lines_flush(pd_lines *l, pd_line_fn fn, void *ctx)
 /* --- signals and the process ---------------------------------------------------- */
 
 static int sig_fd = -1;
+static volatile sig_atomic_t sig_seen;
 static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
 
 static void on_signal(int sig)
 {
     int saved = errno;
     unsigned char b = (unsigned char)sig;
+    if (sig != SIGCHLD) sig_seen = sig;
     if (sig_fd >= 0 && write(sig_fd, &b, 1) < 0) {}
     errno = saved;
 }
@@ -141,9 +151,24 @@ pd_sup *pd_sup_new(void)
     return s;
 }
 
-void pd_sup_free(pd_sup *s)
+int pd_sup_signalled(void)
 {
-    if (!s) return;
+    return sig_seen;
+}
+
+void pd_sup_set_restarts(pd_sup *s, int restarts)
+{
+    s->restarts = restarts > 0 ? restarts : 0;
+}
+
+void pd_sup_set_heartbeat(pd_sup *s, double timeout)
+{
+    s->hb_timeout = timeout > 0 ? timeout : 0;
+}
+
+/* Forget every member (each one ended): the job starts again with new ones. */
+void pd_sup_clear(pd_sup *s)
+{
     for (int i = 0; i < s->n; i++) {
         member *m = &s->m[i];
         if (m->out_fd >= 0) close(m->out_fd);
@@ -152,7 +177,15 @@ void pd_sup_free(pd_sup *s)
         for (int k = 0; k < TAIL_LINES; k++) free(m->tail[k]);
         free(m->lost);
         free(m->exit_signal);
+        free(m->cause);
     }
+    s->n = s->nnodes = s->nrequired = s->nrequired_ok = 0;
+}
+
+void pd_sup_free(pd_sup *s)
+{
+    if (!s) return;
+    pd_sup_clear(s);
     free(s->m);
     if (s->log_server >= 0) close(s->log_server);
     if (s->log_train >= 0) close(s->log_train);
@@ -204,9 +237,16 @@ static void role_line(void *ctx, char *line)
     add_tail(c->m, line);
 }
 
+/* A node agent's line: its heartbeat and its report of the role that failed
+ * (CTL lines on stdout) are the launcher's; the rest goes to on_line. */
 static void node_line(void *ctx, char *line)
 {
     line_ctx *c = ctx;
+    if (!c->is_err && !strncmp(line, CTL, strlen(CTL))) {
+        const char *what = line + strlen(CTL);
+        if (!strncmp(what, "failed ", 7) && !c->m->cause) c->m->cause = pd_xstrdup(what + 7);
+        return;
+    }
     c->m->on_line(c->m->ctx, line, c->is_err);
 }
 
@@ -242,6 +282,7 @@ static void drain_stream(pd_sup *s, member *m, int is_err)
             *eof = 1;
         }
         if (k <= 0) break;
+        m->last_heard = pd_now();
         pd_lines_feed(l, buf, (size_t)k, node_line, &c);
     }
     if (*eof) pd_lines_flush(l, node_line, &c);
@@ -271,6 +312,7 @@ int pd_sup_add_node(pd_sup *s, const char *host, pd_ssh *ssh, pd_ssh_chan *chan,
     m->chan = chan;
     m->on_line = fn;
     m->ctx = ctx;
+    m->last_heard = pd_now();
     m->required = 1;
     s->nrequired++;
     s->nnodes++;
@@ -321,20 +363,29 @@ static void print_tail(const member *m)
     }
 }
 
-/* Say how a member ended badly. */
-static void say_failed(const member *m)
+/* Say how a member ended badly, then what follows (`next`: "stopping the
+ * job", or the restart). A node agent (upstream) also tells its launcher
+ * which role failed and how, on a CTL line. */
+static void say_failed(const pd_sup *s, const member *m, const char *next)
 {
     if (m->kind == M_NODE) {
-        if (m->lost) fprintf(stderr, "paddle: %s; stopping the job\n", m->lost);
+        const char *tab = m->cause ? strchr(m->cause, '\t') : NULL;
+        if (m->lost) fprintf(stderr, "paddle: %s; %s\n", m->lost, next);
+        else if (tab)
+            fprintf(stderr, "paddle: %.*s on %s %s; %s\n", (int)(tab - m->cause), m->cause, m->name, tab + 1, next);
         else
-            fprintf(stderr, "paddle: the node agent on %s %s; stopping the job\n", m->name,
-                    m->exit_signal ? "was killed" : "failed (see the lines above for the role)");
+            fprintf(stderr, "paddle: the node agent on %s %s; %s\n", m->name,
+                    m->exit_signal ? "was killed" : "failed (see the lines above for the role)", next);
         return;
     }
     char how[96];
     describe(m, how, sizeof how);
-    fprintf(stderr, "paddle: %s %s; stopping the job\n", m->name, how);
+    fprintf(stderr, "paddle: %s %s; %s\n", m->name, how, next);
     print_tail(m);
+    if (s->upstream_fd >= 0) {
+        printf(CTL "failed %s\t%s\n", m->name, how);
+        fflush(stdout);
+    }
 }
 
 /* Who ended how, after a stop: every role of this supervisor. */
@@ -375,6 +426,27 @@ static int take_events(pd_sup *s, const struct pollfd *sp, const struct pollfd *
     return sig;
 }
 
+/* Heartbeats. A node agent writes one on its channel every hb_period
+ * seconds; the launcher treats a node it has heard nothing from for
+ * hb_timeout seconds as dead: it cuts the connection (every later call on
+ * it fails at once, so nothing waits for the node) and says why. */
+static void heartbeats(pd_sup *s)
+{
+    double now = pd_now();
+    if (s->hb_period > 0 && s->upstream_fd >= 0 && now >= s->next_hb) {
+        printf(CTL "heartbeat\n");
+        fflush(stdout);
+        s->next_hb = now + s->hb_period;
+    }
+    for (int i = 0; i < s->n && s->hb_timeout > 0; i++) {
+        member *m = &s->m[i];
+        if (m->kind != M_NODE || !m->chan || m->lost || now - m->last_heard < s->hb_timeout) continue;
+        m->lost = pd_xasprintf("%s did not answer for %.0f s (settings.heartbeat_timeout): the node or its "
+                               "connection hangs", m->name, now - m->last_heard);
+        pd_ssh_cut(m->ssh);
+    }
+}
+
 /* Stream output and reap until every member ended (UNTIL_ALL_ENDED) or one
  * ended and was not looked at yet, a signal came or the launcher went away
  * (UNTIL_EVENT), or the deadline. Returns the signal, -1 (the launcher went
@@ -393,6 +465,7 @@ static int pump(pd_sup *s, double deadline, int until)
             else unhandled += !s->m[i].handled;
         }
         if (until == UNTIL_ALL_ENDED ? running == 0 : unhandled > 0) break;
+        heartbeats(s);
         double left = deadline - pd_now();
         if (left <= 0) break;
         int n = 0, up = -1;
@@ -483,6 +556,28 @@ static int stop_job(pd_sup *s, int sig)
     return sig ? 130 : 1;
 }
 
+/* Member m failed and a restart is left: say so, stop every member, wait the
+ * backoff. Returns PD_SUP_RESTART, or 130 when a signal came meanwhile. */
+static int restart_job(pd_sup *s, member *m)
+{
+    char next[128];
+    s->nrestarts++;
+    snprintf(next, sizeof next, "restarting the job from its last checkpoint (restart %d of %d)", s->nrestarts,
+             s->restarts);
+    say_failed(s, m, next);
+    pd_sup_stop_all(s);
+    for (int i = 0; i < s->n; i++) s->m[i].handled = 1;
+    double delay = BACKOFF_FIRST;
+    for (int k = 1; k < s->nrestarts && delay < BACKOFF_MAX; k++) delay *= 2;
+    int sig = pump(s, pd_now() + PD_MIN(delay, BACKOFF_MAX), UNTIL_EVENT);
+    if (sig) {
+        fprintf(stderr, "paddle: %s: not restarting the job\n",
+                sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig));
+        return 130;
+    }
+    return PD_SUP_RESTART;
+}
+
 int pd_sup_run(pd_sup *s)
 {
     for (;;) {
@@ -497,9 +592,11 @@ int pd_sup_run(pd_sup *s)
                 s->nrequired_ok += m->required;
                 continue;
             }
-            /* A member ended badly. The policy: stop the job. (This is
-             * where a restart, job.restarts, will be decided.) */
-            say_failed(m);
+            /* A member ended badly. The policy: restart the whole job
+             * (every role goes back to the last complete checkpoint) while
+             * job.restarts allows, else stop it. */
+            if (s->nrestarts < s->restarts) return restart_job(s, m);
+            say_failed(s, m, "stopping the job");
             return stop_job(s, 0);
         }
     }
@@ -509,7 +606,7 @@ int pd_sup_run(pd_sup *s)
 
 /* argv for a role: exe, role, recipe, options, overrides. */
 static char **role_argv(const char *exe, const pd_recipe *r, const pd_agent_opts *o, const member *m,
-                        const char *endpoints)
+                        const char *endpoints, int resume)
 {
     int cap = 16 + r->noverrides, n = 0;
     char **a = pd_xcalloc((size_t)cap, sizeof *a);
@@ -523,6 +620,7 @@ static char **role_argv(const char *exe, const pd_recipe *r, const pd_agent_opts
     a[n++] = pd_xasprintf("--trainers=%d", r->trainers);
     a[n++] = pd_xstrdup("--secret_fd=3");
     a[n++] = pd_xstrdup("--log_dir=log");
+    if (resume) a[n++] = pd_xstrdup("--resume");
     if (m->role == PD_ROLE_PSERVER) {
         a[n++] = pd_xasprintf("--pserver_id=%d", m->id);
         a[n++] = pd_xasprintf("--port=%d", m->want_port);
@@ -588,7 +686,7 @@ static int spawn(member *m, char **argv, const uint8_t *secret)
 static int start_role(pd_sup *s, int i, const char *exe, const pd_recipe *r, const pd_agent_opts *o,
                       const char *endpoints, const uint8_t *secret)
 {
-    char **argv = role_argv(exe, r, o, &s->m[i], endpoints);
+    char **argv = role_argv(exe, r, o, &s->m[i], endpoints, o->resume || s->nrestarts > 0);
     int rc = spawn(&s->m[i], argv, secret);
     for (int k = 0; argv[k]; k++) free(argv[k]);
     free(argv);
@@ -733,14 +831,21 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
     s->log_server = open_log("log/server.log");
     s->log_train = open_log("log/train.log");
     s->upstream_fd = o->upstream_fd;
-    add_roles(s, o);
     if (local) {
-        printf("paddle: local job %s: %d pserver%s, %d trainer%s, %s mode; logs in log/\n", r->path, r->pservers,
-               r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "", r->mode);
+        printf("paddle: local job %s: %d pserver%s, %d trainer%s, %s mode%s; logs in log/\n", r->path, r->pservers,
+               r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "", r->mode,
+               o->resume ? ", resumed from its last checkpoint" : "");
         fflush(stdout);
+        pd_sup_set_restarts(s, r->restarts); /* on a node, restarts are the launcher's */
+    } else {
+        s->hb_period = PD_MAX(0.5, PD_MIN(5.0, r->heartbeat_timeout / 4));
     }
-    if ((status = start_roles(s, r, o, exe, secret)) != 0) goto out;
-    if ((status = pd_sup_run(s)) != 0) goto out;
+    do {
+        pd_sup_clear(s);
+        add_roles(s, o);
+        if ((status = start_roles(s, r, o, exe, secret)) != 0) goto out;
+    } while ((status = pd_sup_run(s)) == PD_SUP_RESTART);
+    if (status != 0) goto out;
     status = finish(s);
     if (local)
         printf("paddle: job done in %.1f s: %d trainer%s finished, %d pserver%s stopped; model in %s/\n",

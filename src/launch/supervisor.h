@@ -65,8 +65,22 @@ int pd_sup_add_node(pd_sup *s, const char *host, pd_ssh *ssh, pd_ssh_chan *chan,
 /* Output of member m that arrived before it was added. */
 void pd_sup_feed(pd_sup *s, int m, const char *buf, size_t n);
 /* Run until every member ended well (0), one ended badly (1: the job is
- * stopped, the failure reported) or a signal came (130: stopped). */
+ * stopped, the failure reported), a signal came (130: stopped), or one
+ * ended badly with a restart left (PD_SUP_RESTART: said, every member
+ * stopped, the backoff waited: pd_sup_clear(), add the members again and
+ * start them from the last checkpoint). */
 int pd_sup_run(pd_sup *s);
+#define PD_SUP_RESTART 3
+/* Restart the job this many times (job.restarts) before a failure ends it. */
+void pd_sup_set_restarts(pd_sup *s, int restarts);
+/* The launcher: a node whose agent wrote nothing (not even its heartbeat)
+ * for this many seconds is dead (settings.heartbeat_timeout; 0: never). */
+void pd_sup_set_heartbeat(pd_sup *s, double timeout);
+/* Forget every member, each of them ended; restarts done are kept. */
+void pd_sup_clear(pd_sup *s);
+/* The last signal that ends a job (SIGINT, SIGTERM, SIGHUP) that arrived, or
+ * 0: for waits outside pd_sup_run (reconnecting to a node). */
+int pd_sup_signalled(void);
 /* Stop every member still running; see supervisor.c. */
 void pd_sup_stop_all(pd_sup *s);
 void pd_sup_free(pd_sup *s);
@@ -83,6 +97,7 @@ typedef struct pd_agent_opts {
     const uint8_t *secret;   /* the launcher's secret (local: a new one) */
     int upstream_fd;         /* the launcher's channel: EOF ends the job */
     const char *bind;        /* pservers listen on this address */
+    int resume;              /* roles start from the last complete checkpoint (--resume) */
 } pd_agent_opts;
 
 /* Run the roles to their end. Returns the exit status: 0 when the trainers

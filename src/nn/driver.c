@@ -244,6 +244,8 @@ int pd_drive(pd_driver *d)
 {
     int rc = 0, tty = isatty(2);
     double last_progress = pd_now();
+    /* a signal stops training even while it waits on the reader */
+    pd_reader_set_stop(d->train, d->stop);
     for (int pass = d->start_pass; pass < d->r->passes && rc == 0; pass++) {
         pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .tty = tty,
                         .skip = pass == d->start_pass ? d->start_batch : 0};

@@ -3,6 +3,7 @@
 #include "../core/pd.h"
 #include "../core/fs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -123,14 +124,26 @@ out:
     return rc;
 }
 
-static void rm_dir(const char *dir)
+/* Remove a saved model's directory: its manifest and every .npy file in it
+ * (whatever model saved them), then the directory. 0 when it is gone or
+ * never was; < 0 (message set) when it holds other files. */
+static int rm_model_dir(const char *dir)
 {
-    char *manifest = pd_xasprintf("%s/manifest.json", dir);
-    unlink(manifest);
-    free(manifest);
-    /* parameter files are named in the manifest; a stale .tmp dir is removed
-     * file by file by the caller's loop in pd_model_save */
-    rmdir(dir);
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : pd_err_set(PD_EIO, "cannot open %s: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (strcmp(e->d_name, "manifest.json") != 0 && (n < 4 || strcmp(e->d_name + n - 4, ".npy") != 0)) continue;
+        char *path = pd_xasprintf("%s/%s", dir, e->d_name);
+        unlink(path);
+        free(path);
+    }
+    closedir(d);
+    if (rmdir(dir) < 0)
+        return pd_err_set(PD_EIO, "cannot replace %s: %s (it holds files that are not a saved model's)", dir,
+                          strerror(errno));
+    return 0;
 }
 
 static void json_number(FILE *f, double v)
@@ -174,7 +187,7 @@ int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info)
     int rc;
     if ((rc = check_names(net, dir)) < 0) return rc;
     char *tmp = pd_xasprintf("%s.tmp", dir);
-    if ((rc = pd_mkdir_p(tmp)) < 0) goto out;
+    if ((rc = rm_model_dir(tmp)) < 0 || (rc = pd_mkdir_p(tmp)) < 0) goto out;
     float *host = NULL;
     size_t cap = 0;
     for (int i = 0; i < net->nparams; i++) {
@@ -219,16 +232,8 @@ int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info)
         rc = pd_err_set(PD_EIO, "cannot write the manifest in %s", tmp);
         goto out;
     }
-    /* replace an older save of the same pass */
-    struct stat st;
-    if (stat(dir, &st) == 0) {
-        for (int i = 0; i < net->nparams; i++) {
-            char *old = pd_xasprintf("%s/%s.npy", dir, net->params[i].name);
-            unlink(old);
-            free(old);
-        }
-        rm_dir(dir);
-    }
+    /* replace an older save of the same pass, by this model or another */
+    if ((rc = rm_model_dir(dir)) < 0) goto out;
     if (rename(tmp, dir) < 0) rc = pd_err_set(PD_EIO, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
 out:
     free(tmp);

@@ -1,13 +1,14 @@
 /*
  * proto.h - frames of the pserver protocol (docs/protocol.md), buffered
- * non-blocking connections, and the handshake's cryptography.
+ * non-blocking connections, and the handshake's proof (HMAC, core/crypto.h).
  *
  *     pd_conn c;
- *     pd_conn_init(&c, fd);
- *     pd_conn_queue(&c, PD_MSG_PULL_BLOCK, block, 0, NULL, 0, NULL, 0);
+ *     pd_conn_init(&c, fd, PD_MAX_FRAME);
+ *     if (pd_conn_queue(&c, PD_MSG_PULL_BLOCK, block, 0, NULL, 0, NULL, 0) < 0) ...;  // over the limit
  *     while (pd_conn_flush(&c) == 0) wait_writable(fd);
  *     pd_frame f;
- *     while ((rc = pd_conn_read(&c, &f)) == 0) wait_readable(fd);
+ *     int eof;
+ *     while ((rc = pd_conn_read(&c, &f, &eof)) == 0 && !eof) wait_readable(fd);
  */
 #ifndef PD_PROTO_H
 #define PD_PROTO_H

@@ -1,0 +1,139 @@
+# restarts.sh - job.restarts on the local cluster: a SIGKILLed trainer or
+# pserver restarts the whole job (roles with --resume) and the job completes;
+# restarts = 0 and exhausted restarts end the job naming the role; paddle run
+# --resume starts every role with --resume. No process is left behind.
+. "$ROOT/tests/integration/lib.sh"
+
+"$ROOT/recipes/prepare.sh" >/dev/null && mkdir -p data/uci_housing &&
+    cp "$ROOT/recipes/data/uci_housing/housing.data" data/uci_housing/
+recipe="$T/restartjob.lua"
+cp "$ROOT/recipes/fit_a_line.lua" "$recipe"
+
+job_pids() { # every process whose command line names our recipe
+    local p
+    for p in /proc/[0-9]*; do
+        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$recipe" && echo "${p#/proc/}"
+    done
+}
+role_pid() { # ROLE-OPTION: the pid of the role started with it (e.g. --trainer_id=1)
+    local p
+    for p in $(job_pids); do
+        tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q -- "$1 " && { echo "$p"; return; }
+    done
+}
+no_leftovers() {
+    local left
+    left=$(job_pids)
+    [ -z "$left" ] && return 0
+    echo "processes left: $left"
+    for p in $left; do kill -9 "$p" 2>/dev/null; done
+    return 1
+}
+wait_for() { # FILE PATTERN SECONDS [COUNT]: until PATTERN is on COUNT (1) lines
+    local i
+    for i in $(seq 1 $(($3 * 10))); do [ "$(grep -c -- "$2" "$1")" -ge "${4:-1}" ] && return 0; sleep 0.1; done
+    return 1
+}
+gone_within() { # PID SECONDS
+    local i
+    for i in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+    kill -9 "$1" 2>/dev/null
+    return 1
+}
+
+# start JOB-OPTIONS...: the job in the background, $launcher; waits for training
+start() {
+    "$PADDLE" run "$recipe" --log_period=1000000 "$@" >job.out 2>&1 &
+    launcher=$!
+    wait_for job.out 'trainer 1\] .*pass 3 done' 20 || { echo "job did not start:"; tail -n 20 job.out; return 1; }
+}
+# kill_role ROLE-OPTION: SIGKILL that role; its restarted self has a new pid
+kill_role() {
+    local v
+    v=$(role_pid "$1")
+    [ -n "$v" ] && kill -9 "$v"
+}
+# finishes CASE: the launcher ends within 90 s; sets $rc
+finishes() {
+    if gone_within "$launcher" 90; then wait "$launcher"; rc=$?; else rc=999; echo "$1: launcher still running"; fi
+}
+
+long=--passes=1500   # a few seconds of training, run twice at most
+
+# 1. a trainer SIGKILLed with restarts = 1: restarted, the job completes
+if start $long --restarts=1; then
+    kill_role --trainer_id=1
+    wait_for job.out 'restart 1 of 1' 10 && wait_for job.out 'trainer 1\] .*pass 3 done' 20 2
+    resumed=$(role_pid --trainer_id=0)
+    resumed=$([ -n "$resumed" ] && tr '\0' ' ' 2>/dev/null <"/proc/$resumed/cmdline" | grep -c -- '--resume ')
+    finishes trainer_restart
+    if [ "$rc" -eq 0 ] && grep -q '^paddle: trainer 1 was killed by signal 9 (Killed); restarting the job from its last checkpoint (restart 1 of 1)$' job.out &&
+       grep -q 'job done' job.out && [ "$resumed" = 1 ]; then
+        pass killed_trainer_restarted_job_completes
+    else
+        fail killed_trainer_restarted_job_completes "rc $rc, roles with --resume: '$resumed': $(grep '^paddle' job.out | tail -n 8)"
+    fi
+    check trainer_restart_no_leftovers no_leftovers
+fi
+
+# 2. a pserver SIGKILLed with restarts = 1: the same
+if start $long --restarts=1; then
+    kill_role --pserver_id=1
+    finishes pserver_restart
+    if [ "$rc" -eq 0 ] && grep -q '^paddle: pserver 1 was killed by signal 9 (Killed); restarting the job from its last checkpoint (restart 1 of 1)$' job.out &&
+       grep -q 'job done' job.out; then
+        pass killed_pserver_restarted_job_completes
+    else
+        fail killed_pserver_restarted_job_completes "rc $rc: $(grep '^paddle' job.out | tail -n 8)"
+    fi
+    check pserver_restart_no_leftovers no_leftovers
+fi
+
+# 3. restarts = 0: today's behaviour, the job ends naming the role
+if start --passes=1000000; then
+    kill_role --trainer_id=1
+    finishes no_restarts
+    if [ "$rc" -eq 1 ] && grep -q '^paddle: trainer 1 was killed by signal 9 (Killed); stopping the job$' job.out &&
+       ! grep -q 'restarting' job.out; then
+        pass restarts_0_ends_naming_role
+    else
+        fail restarts_0_ends_naming_role "rc $rc: $(grep '^paddle' job.out | tail -n 5)"
+    fi
+    check no_restarts_no_leftovers no_leftovers
+fi
+
+# 4. restarts exhausted: the second death ends the job, naming the role
+if start --passes=1000000 --restarts=1; then
+    kill_role --pserver_id=0
+    if wait_for job.out 'restart 1 of 1' 10 && wait_for job.out 'trainer 1\] .*pass 3 done' 20 2 &&
+       sleep 0.5 && kill_role --trainer_id=0; then
+        finishes exhausted
+    else
+        rc=998; kill -INT "$launcher"; gone_within "$launcher" 10
+    fi
+    if [ "$rc" -eq 1 ] && grep -q '^paddle: trainer 0 was killed by signal 9 (Killed); stopping the job$' job.out &&
+       [ "$(grep -c 'restarting the job' job.out)" -eq 1 ]; then
+        pass restarts_exhausted_ends_naming_role
+    else
+        fail restarts_exhausted_ends_naming_role "rc $rc: $(grep '^paddle' job.out | tail -n 6)"
+    fi
+    check exhausted_no_leftovers no_leftovers
+fi
+
+# 5. --resume: nothing to resume without a checkpoint_dir; with one, every
+#    role starts with --resume
+expect_error resume_without_checkpoint_dir 2 'nothing to resume' "$PADDLE" run "$recipe" --resume
+if start --passes=1000000 --checkpoint_dir=ckpt --resume; then
+    n=0
+    for p in $(job_pids); do
+        c=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")
+        [[ "$c" == *" pserver "* || "$c" == *" trainer "* ]] && [[ "$c" == *"--resume "* ]] && n=$((n + 1))
+    done
+    kill -INT "$launcher"; gone_within "$launcher" 10
+    if [ "$n" -eq 4 ] && grep -q 'resumed from its last checkpoint' job.out; then
+        pass resume_starts_roles_with_resume
+    else
+        fail resume_starts_roles_with_resume "$n of 4 roles with --resume: $(head -n 1 job.out)"
+    fi
+    check resume_no_leftovers no_leftovers
+fi

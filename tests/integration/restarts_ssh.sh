@@ -1,0 +1,176 @@
+# restarts_ssh.sh - faults of a job on real sshd "hosts" on loopback
+# (127.0.0.2, 127.0.0.3): a remote pserver SIGKILLed with restarts = 1 (the
+# job completes, in the same job directory, its roles with --resume); a
+# node's SSH connection dropped (restarted there; without restarts the host
+# is named); a node that hangs (its sshd stopped: named within
+# heartbeat_timeout); paddle run --resume after a SIGKILLed launcher. No
+# process is left on any node.
+. "$ROOT/tests/integration/lib.sh"
+. "$ROOT/tests/integration/sshd_lib.sh"
+
+SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node2" sshd_start 2 >/dev/null &&
+SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node3" sshd_start 3 >/dev/null ||
+    { fail sshd "cannot start the test sshd servers"; exit 0; }
+"$ROOT/recipes/prepare.sh" >/dev/null
+mkdir -p ws/data/uci_housing
+cp "$ROOT/recipes/data/uci_housing/housing.data" ws/data/uci_housing/
+cat "${SSHD_KNOWN[2]}" "${SSHD_KNOWN[3]}" >known_hosts
+port=$(sshd_free_port)
+
+cat >ws/job.lua <<R
+cluster {
+  hosts = { "$SSHD_USER@127.0.0.2:${SSHD_PORT[2]}", "$SSHD_USER@127.0.0.3:${SSHD_PORT[3]}" },
+  root_dir = "\$PADDLE_NODE_ROOT",
+  known_hosts = "$T/known_hosts",
+  identity_files = { "$SSHD_KEYS/id_ed25519" },
+  use_agent = false,
+  port = $port,
+}
+job { pservers = 2, trainers = 2, workspace = "." }
+data { train = "data/uci_housing/housing.data", test = "data/uci_housing/housing.data", format = "uci_housing" }
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(x, 1), y)
+end
+optimizer = nn.sgd { learning_rate = 0.001 }
+settings { batch_size = 20, passes = 3, log_period = 1000000, heartbeat_timeout = 3 }
+R
+
+job_pids() { # every process whose command line names a node's root dir
+    local p
+    for p in /proc/[0-9]*; do
+        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qE "$T/node[23]/" && echo "${p#/proc/}"
+    done
+}
+no_leftovers() {
+    local left i
+    for i in $(seq 1 60); do left=$(job_pids); [ -z "$left" ] && return 0; sleep 0.1; done
+    echo "left running: $left"; for p in $left; do kill -9 "$p" 2>/dev/null; done
+    return 1
+}
+role_pid() { # OPTION: a role or agent started with it (e.g. --pserver_id=1, --node=1)
+    local p
+    for p in $(job_pids); do
+        tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q -- "$1 " && { echo "$p"; return; }
+    done
+}
+# session_pids N: the sshd processes that carry node N's agent (not the listener)
+session_pids() {
+    local p master
+    p=$(role_pid "--node=$(($1 - 2))")
+    master=$(cat "$T/sshd/host$1/sshd.pid")
+    [ -n "$p" ] || return
+    p=$(awk '{print $4}' "/proc/$p/stat")
+    while [ -n "$p" ] && [ "$p" != "$master" ] && [ "$p" -gt 1 ]; do
+        grep -q '^sshd' "/proc/$p/comm" 2>/dev/null && echo "$p"
+        p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null)
+    done
+}
+wait_for() { # FILE PATTERN SECONDS [COUNT]
+    local i
+    for i in $(seq 1 $(($3 * 10))); do [ "$(grep -c -- "$2" "$1")" -ge "${4:-1}" ] && return 0; sleep 0.1; done
+    return 1
+}
+gone_within() { # PID SECONDS
+    local i
+    for i in $(seq 1 $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+    kill -9 "$1" 2>/dev/null
+    return 1
+}
+start() { # OPTIONS...: the job in the background ($launcher), training
+    "$PADDLE" run ws/job.lua "$@" >job.out 2>&1 &
+    launcher=$!
+    wait_for job.out '127.0.0.3 trainer 1\] .*pass 3 done' 30 || { echo "did not start:"; tail -n 20 job.out; return 1; }
+}
+finishes() { # the launcher ends within 90 s; sets $rc
+    if gone_within "$launcher" 90; then wait "$launcher"; rc=$?; else rc=999; fi
+}
+jobdirs() { ls -d "$T"/node2/JOB* "$T"/node3/JOB* 2>/dev/null | wc -l; }
+
+# 1. a remote pserver SIGKILLed, restarts = 1: the job restarts there and completes
+if start --passes=1500 --restarts=1; then
+    kill -9 "$(role_pid --pserver_id=1)"
+    wait_for job.out 'restart 1 of 1' 15 && wait_for job.out '127.0.0.3 trainer 1\] .*pass 3 done' 30 2
+    r=$(role_pid --pserver_id=1)
+    resumed=$([ -n "$r" ] && tr '\0' ' ' 2>/dev/null <"/proc/$r/cmdline" | grep -c -- '--resume ')
+    finishes
+    if [ "$rc" -eq 0 ] && grep -q '^paddle: pserver 1 on 127.0.0.3 was killed by signal 9 (Killed); restarting the job from its last checkpoint (restart 1 of 1)$' job.out &&
+       grep -q 'job done' job.out && [ "$resumed" = 1 ] && [ "$(jobdirs)" -eq 2 ]; then
+        pass remote_pserver_killed_job_restarts_completes
+    else
+        fail remote_pserver_killed_job_restarts_completes "rc $rc, --resume '$resumed', job dirs $(jobdirs): $(grep '^paddle' job.out | tail -n 6)"
+    fi
+    check remote_restart_no_leftovers no_leftovers
+fi
+
+# 2. a node's SSH connection dropped (its session's sshd killed), restarts = 1:
+#    named, its agent reconnected, the job completes
+if start --passes=1500 --restarts=1; then
+    kill -9 $(session_pids 3)
+    finishes
+    if [ "$rc" -eq 0 ] && grep -q '127.0.0.3.*restarting the job from its last checkpoint (restart 1 of 1)' job.out &&
+       grep -q 'job done' job.out; then
+        pass dropped_connection_restarted_there
+    else
+        fail dropped_connection_restarted_there "rc $rc: $(grep '^paddle' job.out | tail -n 6)"
+    fi
+    check dropped_connection_no_leftovers no_leftovers
+fi
+
+# 3. a node that hangs (its session's sshd stopped): named within
+#    heartbeat_timeout (3 s) + 5 s, the job ends; once the sshd is gone the
+#    node's agent and roles end too
+if start --passes=1000000; then
+    s=$(session_pids 3)
+    t0=$(date +%s)
+    kill -STOP $s
+    finishes
+    took=$(($(date +%s) - t0))
+    kill -9 $s; kill -CONT $s 2>/dev/null
+    # the launcher names the node when its heartbeat stops, before any stop grace
+    named=$(grep -c "^paddle: 127.0.0.3 did not answer for [0-9]* s (settings.heartbeat_timeout)" job.out)
+    if [ "$rc" -eq 1 ] && [ "$named" -ge 1 ] && [ "$took" -le 20 ]; then
+        pass hung_node_named_within_heartbeat_timeout
+    else
+        fail hung_node_named_within_heartbeat_timeout "rc $rc after $took s: $(grep '^paddle' job.out | tail -n 6)"
+    fi
+    check hung_node_no_leftovers no_leftovers
+fi
+
+# 4. paddle run --resume after a SIGKILLed launcher: the same job directory,
+#    every agent and role with --resume
+rm -rf ws/.paddle
+expect_error resume_nothing_recorded 2 'nothing to resume' "$PADDLE" run ws/job.lua --resume
+if start --passes=1000000; then
+    first=$(grep -o 'job directory JOB[^ ]*' job.out | head -n 1)
+    kill -9 "$launcher"; wait "$launcher" 2>/dev/null
+    no_leftovers >/dev/null
+    if start --passes=1000000 --resume; then
+        n=$(for p in $(job_pids); do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline"; echo; done | grep -c -- '--resume ')
+        kill -INT "$launcher"; finishes
+        if [ -n "$first" ] && grep -q "$first (resumed from its last checkpoint)" job.out && [ "$n" -ge 6 ]; then
+            pass resume_reuses_job_dir_roles_resume
+        else
+            fail resume_reuses_job_dir_roles_resume "'$first', $n processes with --resume: $(head -n 1 job.out)"
+        fi
+    else
+        fail resume_reuses_job_dir_roles_resume "the resumed job did not start"
+    fi
+    check resume_no_leftovers no_leftovers
+fi
+
+# 5. a node whose sshd is killed, listener and session, restarts = 0: the
+#    job ends naming the host; nothing is left on any node
+if start --passes=1000000; then
+    s=$(session_pids 3)
+    t0=$(date +%s)
+    sshd_stop 3; kill -9 $s
+    finishes
+    took=$(($(date +%s) - t0))
+    if [ "$rc" -eq 1 ] && grep -q '^paddle: lost the connection to 127.0.0.3' job.out && [ "$took" -le 15 ]; then
+        pass killed_sshd_host_named
+    else
+        fail killed_sshd_host_named "rc $rc after $took s: $(grep '^paddle' job.out | tail -n 6)"
+    fi
+    check killed_sshd_no_leftovers no_leftovers
+fi
