@@ -8,6 +8,7 @@
 #   the MLP's GFLOP/s as a fraction of OpenBLAS sgemm measured here
 #   pserver push+pull bandwidth against raw loopback TCP
 #   paddle run (1 pserver + 1 trainer) against paddle train; 2 trainers against 1
+#   checkpoint cost and recovery time (bench/ckpt.sh)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -81,3 +82,5 @@ printf '  paddle train %s, paddle run 1 pserver + 1 trainer %s: ratio %s (target
 printf '  2 trainers %s against 1 trainer %s: ratio %s\n' "$two_sum" "$one" "$(ratio "$two_sum" "$one")"
 echo "== sparse rows through one pserver (recommender, 1 trainer, last pass)"
 echo "  ${sparse:-none}"
+echo "== checkpoints (recommender, 2 pservers x 2 trainers, sync)"
+"$here/ckpt.sh" "$paddle" "$work"

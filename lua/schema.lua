@@ -74,6 +74,8 @@ S.blocks = {
     heartbeat_timeout = num(1, 86400, 30),
     save_dir = str("output"),
     checkpoint_dir = str(nil),
+    checkpoint_period = int(1, 2000000000, 200), -- sync: global steps between checkpoints
+    checkpoint_keep = int(1, 1000, 2),
     threads = int(0, 1024, 0),
     num_gradient_servers = int(1, 4096, nil),
   },

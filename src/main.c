@@ -378,6 +378,7 @@ static int cmd_pserver(int argc, char **argv)
     if (rc == 0) {
         o.idle_timeout = idle;
         o.init_shard = pd_cli_opt(&c.cli, "init_shard");
+        o.resume = pd_cli_opt(&c.cli, "resume") != NULL;
         o.bind_addr = pd_cli_opt(&c.cli, "bind");
         if (!o.bind_addr && c.r.nic) {
             if (nic_addr(c.r.nic, addr, sizeof addr) < 0) {
@@ -425,6 +426,7 @@ static int cmd_trainer(int argc, char **argv)
     if (rc == 0) {
         o.ntrainers = c.r.trainers;
         o.init_model = pd_cli_opt(&c.cli, "init_model");
+        o.resume = pd_cli_opt(&c.cli, "resume") != NULL;
         memcpy(o.secret, c.secret, PD_SECRET);
         pd_job_id(o.secret, o.job);
         o.stop = &stop_flag;
@@ -734,13 +736,13 @@ static const command commands[] = {
      "(internal) The agent the launcher runs on each node over SSH.",
      "Starts the roles placed on this node, streams their output, and ends them\n"
      "all when its stdin closes (the launcher went away or the connection dropped).\n"},
-    {"pserver", cmd_pserver, "RECIPE --pserver_id=N [--port=P] [--bind=ADDR] [--init_shard=DIR] [--key=value ...]",
+    {"pserver", cmd_pserver, "RECIPE --pserver_id=N [--port=P] [--bind=ADDR] [--init_shard=DIR] [--resume] [--key=value ...]",
      "Run one parameter server (what the launcher starts).",
      "Listens on port .. port + ports_num + ports_num_for_sparse - 1 (--port=0: a free\n"
      "range, reported on --ready_fd), bound to the address of cluster.nic when set.\n"
      "The job secret comes from --secret_fd, PADDLE_JOB_SECRET_FILE or\n"
      "PADDLE_JOB_SECRET. --pservers=N and --trainers=N override the recipe's counts.\n"},
-    {"trainer", cmd_trainer, "RECIPE --pservers=HOST:PORT,... --trainer_id=N [--key=value ...]",
+    {"trainer", cmd_trainer, "RECIPE --pservers=HOST:PORT,... --trainer_id=N [--resume] [--key=value ...]",
      "Run one trainer (what the launcher starts).",
      "Connects to every pserver (printing which are not ready while it waits, up to\n"
      "settings.server_timeout seconds), trains on its share of the data, and, as\n"

@@ -101,7 +101,9 @@ typedef struct pd_recipe {
     int batch_size, passes, seed, log_period, test_period, threads;
     int max_batches;    /* end each pass after this many batches (0: all) */
     char *mode, *device, *save_dir;
-    char *checkpoint_dir; /* pservers save their shards under it after each pass */
+    char *checkpoint_dir; /* consistent checkpoints go under it (docs/faults.md) */
+    int checkpoint_period;  /* sync: global steps between two checkpoints */
+    int checkpoint_keep;    /* complete checkpoints kept */
     double server_timeout;
     double heartbeat_timeout; /* seconds a silent node (later: role) may stay silent before it is dead */
 

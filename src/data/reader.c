@@ -723,7 +723,10 @@ static int run_pass(pd_reader *rd)
 static void *reader_main(void *arg)
 {
     pd_reader *rd = arg;
-    for (int pass = 0; pass < rd->o.passes; pass++) {
+    for (int pass = rd->o.first_pass; pass < rd->o.passes; pass++) {
+        /* each pass draws from its own stream: a trainer resumed at pass p
+         * shuffles it as the uninterrupted one did */
+        rd->rng = rd->o.seed * 0x9E3779B97F4A7C15ull + 7 + (uint64_t)pass * 0xD1B54A32D192ED03ull;
         if (run_pass(rd) < 0) {
             pthread_mutex_lock(&rd->mu);
             int stop = stopping(rd);

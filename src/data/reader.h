@@ -46,6 +46,8 @@ typedef struct pd_reader_opts {
     int shuffle;        /* shuffle buffer size (0: file order) */
     uint64_t seed;
     int passes;         /* passes to produce (the thread stops after) */
+    int first_pass;     /* the first of them (a resumed trainer): the shuffle
+                         * of a pass depends only on (seed, share, pass) */
     volatile int *stop; /* set (by a signal handler): pd_reader_next returns
                          * PD_EINTR, and the thread stops, within ~0.2 s */
 } pd_reader_opts;

@@ -202,6 +202,8 @@ static void read_settings(lua_State *L, int top, pd_recipe *r)
     r->save_dir = get_str(L, t, "save_dir");
     r->checkpoint_dir = get_str(L, t, "checkpoint_dir");
     r->server_timeout = get_num(L, t, "server_timeout");
+    r->checkpoint_period = get_int(L, t, "checkpoint_period");
+    r->checkpoint_keep = get_int(L, t, "checkpoint_keep");
     r->heartbeat_timeout = get_num(L, t, "heartbeat_timeout");
     lua_pop(L, 1);
 }

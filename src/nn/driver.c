@@ -13,6 +13,12 @@
 
 int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size)
 {
+    return pd_open_reader_at(rd, r, part, share, nshares, batch_size, 0);
+}
+
+int pd_open_reader_at(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size,
+                      int first_pass)
+{
     pd_reader_opts o = {
         .part = part,
         .share = share,
@@ -21,6 +27,7 @@ int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int 
         .shuffle = part == PD_PART_TRAIN ? r->shuffle_buffer : 0,
         .seed = (uint64_t)r->seed + (uint64_t)share * 1000003u,
         .passes = r->passes,
+        .first_pass = first_pass,
     };
     return pd_reader_open(rd, r, &o);
 }
@@ -112,7 +119,7 @@ int pd_pass_end(pd_net *net, pd_reader *test, int save, int pass, long samples, 
 /* --- the loop ---------------------------------------------------------------- */
 
 typedef struct pass_state {
-    int pass, batch;
+    int pass, batch, skip;
     double t0, sum, period_sum;
     long samples, period_n;
     double last_progress;
@@ -133,6 +140,8 @@ static int one_batch(pd_driver *d, pass_state *s, const pd_batch *b)
         return pd_err_set(PD_EINVAL, "pass %d, batch %d: the cost is %g; lower the learning rate (now %g)",
                           s->pass, s->batch, cost, d->r->optimizer.learning_rate);
     if ((rc = pd_net_backward(net)) < 0) return rc;
+    d->pass = s->pass;
+    d->batch = s->batch + 1;
     if ((rc = ops->step(d->ctx, net, d->steps + 1)) < 0) return rc;
     d->steps++;
     s->sum += cost * b->n;
@@ -188,19 +197,24 @@ static int after_batch(pd_driver *d, pass_state *s)
 static int run_pass(pd_driver *d, pass_state *s)
 {
     pd_batch *b;
-    int rc;
-    while ((rc = pd_reader_next(d->train, &b)) == 1) {
+    int rc = 1;
+    /* resumed inside this pass: read the batches already trained, unused */
+    while (s->batch < s->skip && (rc = pd_reader_next(d->train, &b)) == 1) {
+        pd_reader_release(d->train, b);
+        s->batch++;
+    }
+    if (rc != 1) return rc;
+    while (!(d->r->max_batches && s->batch >= d->r->max_batches) && (rc = pd_reader_next(d->train, &b)) == 1) {
         if (d->stop && *d->stop)
             rc = pd_err_set(PD_EINTR, "interrupted");
         else
             rc = one_batch(d, s, b);
         pd_reader_release(d->train, b);
         if (rc < 0 || (rc = after_batch(d, s)) < 0) break;
-        if (d->r->max_batches && s->batch >= d->r->max_batches) {
-            /* drain the rest of the pass */
-            while ((rc = pd_reader_next(d->train, &b)) == 1) pd_reader_release(d->train, b);
-            break;
-        }
+    }
+    if (rc >= 0 && d->r->max_batches && s->batch >= d->r->max_batches) {
+        /* drain the rest of the pass */
+        while ((rc = pd_reader_next(d->train, &b)) == 1) pd_reader_release(d->train, b);
     }
     if (s->shown) {
         fprintf(stderr, "\r\033[K");
@@ -213,6 +227,8 @@ static int end_pass(pd_driver *d, pass_state *s)
 {
     const pd_step_ops *ops = d->ops;
     int rc;
+    d->pass = s->pass;
+    d->batch = s->batch;
     if (ops->pass_end && (rc = ops->pass_end(d->ctx, d->net, s->pass)) < 0) return rc;
     double secs = pd_now() - s->t0;
     if (d->save && ops->sync_model && (rc = ops->sync_model(d->ctx, d->net)) < 0) return rc;
@@ -230,8 +246,9 @@ int pd_drive(pd_driver *d)
     double last_progress = pd_now();
     /* a signal stops training even while it waits on the reader */
     pd_reader_set_stop(d->train, d->stop);
-    for (int pass = 0; pass < d->r->passes && rc == 0; pass++) {
-        pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .tty = tty};
+    for (int pass = d->start_pass; pass < d->r->passes && rc == 0; pass++) {
+        pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .tty = tty,
+                        .skip = pass == d->start_pass ? d->start_batch : 0};
         if ((rc = run_pass(d, &s)) < 0) break;
         if (d->stop && *d->stop) rc = pd_err_set(PD_EINTR, "interrupted");
         else rc = end_pass(d, &s);

@@ -41,6 +41,10 @@ typedef struct pd_driver {
     const pd_step_ops *ops;
     void *ctx;
     long steps;             /* out: steps done */
+    int start_pass;         /* resume: the first pass, and the batches of it */
+    int start_batch;        /* already trained (read and skipped) */
+    int pass, batch;        /* for the callbacks: the pass, and its batches done
+                             * (the current one included, in step) */
 } pd_driver;
 
 /* Train r->passes passes. Returns 0, PD_EINTR when *stop was set, or the
@@ -58,5 +62,8 @@ int pd_pass_end(pd_net *net, pd_reader *test, int save, int pass, long samples, 
 /* Open the training / test reader of a recipe for share/nshares. stop may
  * be NULL. */
 int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size);
+/* The same, producing passes first_pass .. r->passes - 1. */
+int pd_open_reader_at(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size,
+                      int first_pass);
 
 #endif

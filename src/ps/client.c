@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -123,6 +124,10 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
     c->np = np;
     c->nper = lay->ports_num + lay->ports_sparse;
     c->timeout = timeout;
+    c->eps = eps;
+    c->hb_timeout = 30;
+    c->resume_step = -1;
+    c->heard = pd_xcalloc((size_t)np, sizeof *c->heard);
     int n = np * c->nper;
     c->conns = pd_xcalloc((size_t)n, sizeof *c->conns);
     for (int i = 0; i < n; i++) c->conns[i].fd = -1;
@@ -162,6 +167,7 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
     }
     for (int i = 0; i < n; i++)
         if ((rc = handshake(c, &c->conns[i], i / c->nper, secret, job)) < 0) goto err;
+    for (int s = 0; s < np; s++) c->heard[s] = pd_now();
     return 0;
 err:
     pd_client_free(c);
@@ -179,6 +185,7 @@ void pd_client_free(pd_client *c)
     free(c->net_param);
     free(c->ids);
     free(c->host);
+    free(c->heard);
     memset(c, 0, sizeof *c);
 }
 
@@ -194,6 +201,40 @@ static pd_conn *sparse_conn(pd_client *c, int server, int table)
 
 /* Handle one reply; decrements *pending for the replies it expected. */
 typedef int (*reply_fn)(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
+
+/* Queue a HEARTBEAT to every pserver every third of the timeout (at most
+ * every 5 s). */
+static int heartbeat_due(pd_client *c)
+{
+    double now = pd_now();
+    if (now - c->hb_sent < PD_MIN(c->hb_timeout / 3, 5.0)) return 0;
+    c->hb_sent = now;
+    for (int s = 0; s < c->np; s++) {
+        int rc = pd_conn_queue(&c->conns[s * c->nper], PD_MSG_HEARTBEAT, 0, 0, NULL, 0, NULL, 0);
+        if (rc < 0) return pd_err_wrap(rc, "pserver %d", s);
+    }
+    return 0;
+}
+
+/* While we wait: a pserver that sent nothing (not even a HEARTBEAT) for
+ * heartbeat_timeout is dead or hung. */
+static int silent_pserver(pd_client *c)
+{
+    double now = pd_now();
+    for (int s = 0; s < c->np; s++)
+        if (now - c->heard[s] > c->hb_timeout)
+            return pd_err_set(PD_ETIMEDOUT, "pserver %d (%s:%d) sent nothing for %.0f s (heartbeat_timeout %.0f s): "
+                              "dead or hung", s, c->eps[s].host, c->eps[s].port, now - c->heard[s], c->hb_timeout);
+    return 0;
+}
+
+int pd_client_heartbeat(pd_client *c)
+{
+    int rc = heartbeat_due(c);
+    for (int i = 0; rc == 0 && i < c->np * c->nper; i++)
+        if (c->conns[i].out_len > c->conns[i].out_off && (rc = pd_conn_flush(&c->conns[i])) > 0) rc = 0;
+    return rc < 0 ? pd_err_wrap(rc, "heartbeat") : 0;
+}
 
 /* Send everything queued and read replies until *pending is 0. */
 static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *ctx)
@@ -217,6 +258,7 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
             rc = 0;
         }
         if (*pending == 0 && !want_out) break;
+        if ((rc = heartbeat_due(c)) < 0 || (rc = silent_pserver(c)) < 0) goto out;
         for (int i = 0; i < n; i++) {
             pfd[i].fd = c->conns[i].fd;
             pfd[i].events = POLLIN | (c->conns[i].out_len > c->conns[i].out_off ? POLLOUT : 0);
@@ -257,6 +299,8 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
                     }
                     break;
                 }
+                c->heard[i / c->nper] = pd_now();
+                if (f.type == PD_MSG_HEARTBEAT) continue;
                 if (f.type == PD_MSG_ERROR) {
                     rc = pd_err_set(PD_EPROTO, "pserver %d: %.*s", i / c->nper, (int)PD_MIN(f.len, 500),
                                     (char *)f.payload);
@@ -333,6 +377,7 @@ static int on_block_values(pd_client *c, pd_net *net, int server, pd_frame *f, v
     const pd_lblock *b = &l->blocks[f->a];
     pd_param *p = &net->params[c->net_param[b->param]];
     store(net, p->w, b->off, f->payload, (size_t)b->len);
+    if ((long)f->b > c->step) c->step = (long)f->b;
     return 0;
 }
 
@@ -355,6 +400,36 @@ static int pull_dense(pd_client *c, pd_net *net)
         pending++;
     }
     return exchange(c, net, &pending, on_block_values, NULL);
+}
+
+/* READY: empty from a pserver that started fresh; from one that resumed,
+ * the checkpoint's step (u64) and this trainer's position in a, b. Every
+ * pserver must tell the same. */
+static int on_ready(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
+{
+    (void)net;
+    int *n = ctx;
+    if (f->type != PD_MSG_READY || (f->len != 0 && f->len != 8))
+        return pd_err_set(PD_EPROTO, "pserver %d: expected READY", server);
+    long step = -1;
+    if (f->len == 8) {
+        uint64_t v;
+        memcpy(&v, f->payload, 8);
+        if (v > (uint64_t)LONG_MAX || f->a > 1000000 || f->b > (uint32_t)INT32_MAX)
+            return pd_err_set(PD_EPROTO, "pserver %d: READY with a bad checkpoint position", server);
+        step = (long)v;
+    }
+    if ((*n)++ == 0) {
+        c->resume_step = step;
+        c->resume_pass = step < 0 ? 0 : (int)f->a;
+        c->resume_batch = step < 0 ? 0 : (int)f->b;
+    } else if (step != c->resume_step || (step >= 0 && ((int)f->a != c->resume_pass || (int)f->b != c->resume_batch))) {
+        return pd_err_set(PD_EDATA,
+                          "the pservers did not resume from the same checkpoint (pserver %d: step %ld, "
+                          "another: step %ld): restart the job with --resume",
+                          server, step, c->resume_step);
+    }
+    return 0;
 }
 
 int pd_client_init(pd_client *c, pd_net *net)
@@ -400,8 +475,8 @@ int pd_client_init(pd_client *c, pd_net *net)
             pd_conn_queue(&c->conns[s * c->nper + k], PD_MSG_INIT_DONE, c->trainer == 0, 0, NULL, 0, NULL, 0);
             pending++;
         }
-    int want = PD_MSG_READY;
-    if ((rc = exchange(c, net, &pending, on_simple, &want)) < 0) return rc;
+    int nready = 0;
+    if ((rc = exchange(c, net, &pending, on_ready, &nready)) < 0) return rc;
     return pull_dense(c, net);
 }
 
@@ -533,7 +608,10 @@ int pd_client_pull_rows(pd_client *c, pd_net *net)
 
 static int on_step_reply(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
 {
-    if (f->type == PD_MSG_ROWS_DONE) return 0;
+    if (f->type == PD_MSG_ROWS_DONE) {
+        if ((long)f->b > c->step) c->step = (long)f->b;
+        return 0;
+    }
     return on_block_values(c, net, server, f, ctx);
 }
 
@@ -577,15 +655,22 @@ int pd_client_step(pd_client *c, pd_net *net)
     return exchange(c, net, &pending, on_step_reply, NULL);
 }
 
-int pd_client_pass_end(pd_client *c, int pass)
+static int on_pass_done(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
+{
+    int want = PD_MSG_PASS_DONE;
+    int rc = on_simple(c, net, server, f, &want);
+    if (rc == 0 && ctx) *(long *)ctx = (long)f->b;
+    return rc;
+}
+
+int pd_client_pass_end(pd_client *c, int pass, int batches, long *total)
 {
     int pending = 0;
     for (int s = 0; s < c->np; s++) {
-        pd_conn_queue(&c->conns[s * c->nper], PD_MSG_PASS_END, (uint32_t)pass, 0, NULL, 0, NULL, 0);
+        pd_conn_queue(&c->conns[s * c->nper], PD_MSG_PASS_END, (uint32_t)pass, (uint32_t)batches, NULL, 0, NULL, 0);
         pending++;
     }
-    int want = PD_MSG_PASS_DONE;
-    return exchange(c, NULL, &pending, on_simple, &want);
+    return exchange(c, NULL, &pending, on_pass_done, total);
 }
 
 int pd_client_fetch_all(pd_client *c, pd_net *net)
@@ -596,18 +681,25 @@ int pd_client_fetch_all(pd_client *c, pd_net *net)
     return rc;
 }
 
-int pd_client_checkpoint(pd_client *c, const char *dir)
+static int on_saved(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
+{
+    int want = PD_MSG_SAVED;
+    int rc = on_simple(c, net, server, f, &want);
+    if (rc == 0) *(int *)ctx = (int)f->b;
+    return rc;
+}
+
+int pd_client_save(pd_client *c, long step, int pass, int batch, int *writer)
 {
     int pending = 0;
+    uint32_t pos[2] = {(uint32_t)pass, (uint32_t)batch};
+    if (step < 0 || step > (long)UINT32_MAX) return pd_err_set(PD_ERANGE, "checkpoint step %ld out of range", step);
     for (int s = 0; s < c->np; s++) {
-        char name[256];
-        int n = snprintf(name, sizeof name, "%s/pserver-%d", dir, s);
-        if (n <= 0 || n > 255) return pd_err_set(PD_EINVAL, "checkpoint directory name too long");
-        pd_conn_queue(&c->conns[s * c->nper], PD_MSG_SAVE, 0, 0, name, (size_t)n, NULL, 0);
+        pd_conn_queue(&c->conns[s * c->nper], PD_MSG_SAVE, (uint32_t)step, 0, pos, sizeof pos, NULL, 0);
         pending++;
     }
-    int want = PD_MSG_SAVED;
-    return exchange(c, NULL, &pending, on_simple, &want);
+    *writer = -1;
+    return exchange(c, NULL, &pending, on_saved, writer);
 }
 
 void pd_client_finish(pd_client *c)

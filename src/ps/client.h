@@ -37,6 +37,13 @@ typedef struct pd_client {
     float *host;            /* scratch for device backends */
     size_t cap_host;
     uint64_t bytes_out, bytes_in;
+    const pd_endpoint *eps; /* the caller's, for messages */
+    double hb_timeout;      /* a pserver silent this long while waited on is dead */
+    double hb_sent;         /* last HEARTBEAT sent */
+    double *heard;          /* per pserver: its last frame (pd_now) */
+    long step;              /* the pservers' step count after the last step (sync: the global step) */
+    long resume_step;       /* after init: the checkpoint the pservers resumed from, or -1 */
+    int resume_pass, resume_batch; /* and this trainer's position in it */
 } pd_client;
 
 /* Parse "host:port,host:port" (or "host" with default_port). */
@@ -47,11 +54,17 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
 int pd_client_init(pd_client *c, pd_net *net);
 int pd_client_pull_rows(pd_client *c, pd_net *net);
 int pd_client_step(pd_client *c, pd_net *net);
-int pd_client_pass_end(pd_client *c, int pass);
+/* The pass is over after batches batches; *total (may be NULL): every
+ * trainer's batches in the passes done, as the pservers count them. */
+int pd_client_pass_end(pd_client *c, int pass, int batches, long *total);
+/* A checkpoint of step: every pserver saves its shard with this trainer's
+ * position (pass, batches done in it). *writer: the trainer that writes the
+ * complete marker. */
+int pd_client_save(pd_client *c, long step, int pass, int batch, int *writer);
+/* HEARTBEAT to every pserver when one is due (between steps). */
+int pd_client_heartbeat(pd_client *c);
 /* Pull every dense block and every row of every table into net. */
 int pd_client_fetch_all(pd_client *c, pd_net *net);
-/* Ask every pserver to save its shard to DIR/pserver-N (relative to it). */
-int pd_client_checkpoint(pd_client *c, const char *dir);
 void pd_client_finish(pd_client *c);
 void pd_client_free(pd_client *c);
 

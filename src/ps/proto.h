@@ -38,6 +38,7 @@ enum {
     PD_MSG_PASS_END = 40, PD_MSG_PASS_DONE = 41,
     PD_MSG_SAVE = 50, PD_MSG_SAVED = 51,
     PD_MSG_FINISH = 60,
+    PD_MSG_HEARTBEAT = 70,
     PD_MSG_ERROR = 90,
 };
 

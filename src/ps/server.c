@@ -13,6 +13,7 @@
 #include "../core/crypto.h"
 #include "../core/rng.h"
 #include "../core/fs.h"
+#include "ckpt.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -125,6 +126,16 @@ typedef struct server {
     double pass_started;
     int nseen;
     double started;
+    long batches_total;     /* batches of every trainer in the passes done */
+    uint32_t *ended_batch;  /* per trainer: batches it did in the pass it ended */
+    uint32_t *pos_pass, *pos_batch; /* per trainer: its data position at the checkpoint */
+    long save_step;         /* the checkpoint being gathered */
+    int nsave;
+    uint8_t *save_got;      /* per trainer: SAVE for save_step arrived */
+    waiter *save_wait;
+    long resume_step;       /* -1: started fresh */
+    double *last_heard;     /* per trainer: its last frame (pd_now) */
+    double hb_timeout, hb_sent;
 } server;
 
 /* --- helpers -------------------------------------------------------------- */
@@ -252,6 +263,12 @@ static void make_state(server *s)
     s->pass_wait = pd_xcalloc((size_t)T, sizeof(waiter));
     s->finished = pd_xcalloc((size_t)T, 1);
     s->seen = pd_xcalloc((size_t)T, 1);
+    s->ended_batch = pd_xcalloc((size_t)T, sizeof *s->ended_batch);
+    s->pos_pass = pd_xcalloc((size_t)T, sizeof *s->pos_pass);
+    s->pos_batch = pd_xcalloc((size_t)T, sizeof *s->pos_batch);
+    s->save_got = pd_xcalloc((size_t)T, 1);
+    s->save_wait = pd_xcalloc((size_t)T, sizeof(waiter));
+    s->last_heard = pd_xcalloc((size_t)T, sizeof(double));
 }
 
 static void free_state(server *s)
@@ -274,6 +291,12 @@ static void free_state(server *s)
     free(s->finished);
     free(s->seen);
     free(s->ready_wait);
+    free(s->ended_batch);
+    free(s->pos_pass);
+    free(s->pos_batch);
+    free(s->save_got);
+    free(s->save_wait);
+    free(s->last_heard);
 }
 
 /* --- applying updates -------------------------------------------------------- */
@@ -336,10 +359,12 @@ static void recheck_barriers(server *s)
 
 /* --- checkpoints --------------------------------------------------------------- */
 
-/* Write (save) or read (!save) every array of the shard: each dense
- * block's and each table's values and optimizer state, one .npy file each;
- * reading also sets every step counter to steps. */
-static int shard_arrays(server *s, const char *dir, int save, long steps)
+/* Write (f != NULL: each array to DIR/NAME.npy, fsynced, and a line "file
+ * NAME SUM" plus each block's and table's step counter to f) or read (f ==
+ * NULL: each array from DIR, checked against the sums in text) every array
+ * of the shard: each dense block's and each table's values and optimizer
+ * state. */
+static int shard_arrays(server *s, const char *dir, FILE *f, const char *text)
 {
     static const char *what[3] = {"w", "s1", "s2"};
     int rc = 0;
@@ -350,54 +375,218 @@ static int shard_arrays(server *s, const char *dir, int save, long steps)
         float *arrs[3] = {is_block ? b->w : tb->w, is_block ? b->s1 : tb->s1, is_block ? b->s2 : tb->s2};
         int rows = is_block ? 1 : tb->rows, cols = is_block ? b->len : tb->dim;
         int index = is_block ? b->k : i - s->nblocks;
+        long *t = is_block ? &b->t : &tb->t;
+        char key[64];
+        snprintf(key, sizeof key, "\n%s %d t ", is_block ? "block" : "table", index);
+        if (f) fprintf(f, "%s%ld\n", key + 1, *t);
+        else if (text && strstr(text, key)) *t = strtol(strstr(text, key) + strlen(key), NULL, 10);
         for (int a = 0; a < 3 && rc == 0 && rows > 0; a++) {
             if (!arrs[a]) continue;
-            char *path = pd_xasprintf("%s/%s-%d.%s.npy", dir, is_block ? "block" : "table", index, what[a]);
-            rc = save ? pd_npy_write(path, arrs[a], rows, cols) : pd_npy_read(path, arrs[a], rows, cols);
+            char name[64];
+            snprintf(name, sizeof name, "%s-%d.%s.npy", is_block ? "block" : "table", index, what[a]);
+            char *path = pd_xasprintf("%s/%s", dir, name);
+            size_t bytes = (size_t)rows * cols * sizeof(float);
+            if (f) {
+                rc = pd_npy_write(path, arrs[a], rows, cols);
+                if (rc == 0) rc = pd_ckpt_fsync_file(path);
+                fprintf(f, "file %s %u\n", name, pd_checksum(arrs[a], bytes));
+            } else {
+                rc = pd_npy_read(path, arrs[a], rows, cols);
+                char want[96];
+                snprintf(want, sizeof want, "\nfile %s ", name);
+                const char *line = text ? strstr(text, want) : NULL;
+                if (rc == 0 && text && (!line || strtoul(line + strlen(want), NULL, 10) != pd_checksum(arrs[a], bytes)))
+                    rc = pd_err_set(PD_EDATA, "%s: checksum mismatch (a corrupt or incomplete checkpoint)", path);
+            }
             free(path);
         }
-        if (!save) *(is_block ? &b->t : &tb->t) = steps;
     }
     return rc;
 }
 
-static int save_shard(server *s, const char *dir)
+/* The text of shard.txt but its last line: who, what model, the counters,
+ * the trainers' positions at the checkpoint's step. */
+static void shard_header(server *s, FILE *f, long step)
 {
-    int rc = pd_mkdir_p(dir);
-    if (rc == 0) rc = shard_arrays(s, dir, 1, 0);
-    if (rc < 0) return rc;
-    char *path = pd_xasprintf("%s/shard.txt", dir);
-    FILE *f = fopen(path, "w");
-    free(path);
-    if (!f) return pd_err_set(PD_EIO, "cannot write %s/shard.txt", dir);
     char digest[65];
     pd_hex(s->lay.digest, 32, digest);
-    long t = s->nblocks ? s->blocks[0].t : (s->lay.ntables ? s->tables[0].t : 0);
-    fprintf(f, "pserver %d of %d\ndigest %s\nsteps %ld\n", s->o->id, s->o->npservers, digest, t);
-    if (fclose(f) != 0) return pd_err_set(PD_EIO, "cannot write %s/shard.txt", dir);
+    fprintf(f, "pserver %d of %d\ndigest %s\nsteps %ld\npass %d\nbatches %ld\ntrainers %d\n", s->o->id,
+            s->o->npservers, digest, step, s->pass, s->batches_total, s->o->ntrainers);
+    for (int t = 0; t < s->o->ntrainers; t++)
+        fprintf(f, "trainer %d pass %u batch %u\n", t, s->pos_pass[t], s->pos_batch[t]);
+}
+
+/* Write the shard for step into CHECKPOINT_DIR/ckpt-<step>/pserver-N:
+ * everything into pserver-N.tmp, fsynced, shard.txt (with the checksums)
+ * last, then renamed into place. */
+static int save_shard(server *s, long step)
+{
+    char *ck = pd_ckpt_path(s->r->checkpoint_dir, step);
+    char *tmp = pd_xasprintf("%s/pserver-%d.tmp", ck, s->o->id), *dst = pd_xasprintf("%s/pserver-%d", ck, s->o->id);
+    char *marker = pd_xasprintf("%s/complete", ck), *text = NULL, *path = NULL;
+    size_t len = 0;
+    int rc = pd_mkdir_p(ck);
+    /* a marker left by an earlier life of the job no longer holds */
+    if (rc == 0 && unlink(marker) == 0) rc = pd_ckpt_fsync_file(ck);
+    if (rc == 0) rc = pd_ckpt_remove_tree(tmp);
+    if (rc == 0) rc = pd_mkdir_p(tmp);
+    FILE *f = rc == 0 ? open_memstream(&text, &len) : NULL;
+    if (rc == 0 && !f) rc = pd_err_set(PD_ENOMEM, "out of memory");
+    if (f) {
+        shard_header(s, f, step);
+        rc = shard_arrays(s, tmp, f, NULL);
+        fclose(f);
+    }
+    if (rc == 0) {
+        size_t n = strlen(text);
+        text = pd_xrealloc(text, n + 32);
+        snprintf(text + n, 32, "sum %u\n", pd_checksum(text, n));
+        path = pd_xasprintf("%s/shard.txt", tmp);
+        rc = pd_ckpt_write_atomic(path, text, strlen(text));
+    }
+    if (rc == 0) rc = pd_ckpt_remove_tree(dst);
+    if (rc == 0 && rename(tmp, dst) < 0) rc = pd_err_set(PD_EIO, "rename %s: %s", tmp, strerror(errno));
+    if (rc == 0) rc = pd_ckpt_fsync_file(ck);
+    free(ck); free(tmp); free(dst); free(marker); free(text); free(path);
+    return rc;
+}
+
+/* shard.txt of dir, its last line's checksum checked (malloc'd), or NULL. */
+static char *read_shard_text(const char *dir)
+{
+    char *path = pd_xasprintf("%s/shard.txt", dir);
+    FILE *f = fopen(path, "r");
+    free(path);
+    if (!f) {
+        pd_err_set(PD_ENOENT, "cannot open %s/shard.txt: %s", dir, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *text = pd_xmalloc(cap + 1);
+    size_t k;
+    while ((k = fread(text + n, 1, cap - n, f)) > 0) {
+        n += k;
+        if (n == cap && cap < (64u << 20)) text = pd_xrealloc(text, (cap *= 2) + 1);
+        else if (n == cap) break;
+    }
+    fclose(f);
+    text[n] = '\0';
+    char *sum = n ? strstr(text, "\nsum ") : NULL;
+    if (!sum || strtoul(sum + 5, NULL, 10) != pd_checksum(text, (size_t)(sum - text) + 1)) {
+        pd_err_set(PD_EDATA, "%s/shard.txt: checksum mismatch (a corrupt or incomplete checkpoint)", dir);
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* The counters and the trainers' positions of a shard's text. */
+static int shard_counters(server *s, const char *dir, const char *text)
+{
+    char key[64];
+    const char *p = strstr(text, "\npass ");
+    s->pass = p ? atoi(p + 6) : 0;
+    p = strstr(text, "\nbatches ");
+    s->batches_total = p ? strtol(p + 9, NULL, 10) : 0;
+    p = strstr(text, "\ntrainers ");
+    if (p && atoi(p + 10) != s->o->ntrainers)
+        return pd_err_set(PD_EDATA, "%s was saved by a job of %d trainers, this one has %d", dir, atoi(p + 10),
+                          s->o->ntrainers);
+    for (int t = 0; t < s->o->ntrainers; t++) {
+        snprintf(key, sizeof key, "\ntrainer %d pass ", t);
+        p = strstr(text, key);
+        unsigned pp = 0, bb = 0;
+        if (p && sscanf(p + strlen(key), "%u batch %u", &pp, &bb) == 2) {
+            s->pos_pass[t] = pp;
+            s->pos_batch[t] = bb;
+        }
+    }
     return 0;
 }
 
 static int load_shard(server *s, const char *dir)
 {
-    char *path = pd_xasprintf("%s/shard.txt", dir);
-    FILE *f = fopen(path, "r");
-    free(path);
-    if (!f) return pd_err_set(PD_ENOENT, "cannot open %s/shard.txt: %s", dir, strerror(errno));
+    char *text = read_shard_text(dir);
+    if (!text) return PD_EDATA;
     int id = -1, np = -1;
     char digest[80] = "";
     long steps = 0;
-    int ok = fscanf(f, "pserver %d of %d\ndigest %70s\nsteps %ld", &id, &np, digest, &steps) == 4;
-    fclose(f);
+    int ok = sscanf(text, "pserver %d of %d\ndigest %70s\nsteps %ld", &id, &np, digest, &steps) == 4;
     char want[65];
     pd_hex(s->lay.digest, 32, want);
-    if (!ok) return pd_err_set(PD_EDATA, "%s/shard.txt is malformed", dir);
-    if (id != s->o->id || np != s->o->npservers)
-        return pd_err_set(PD_EDATA, "%s holds the shard of pserver %d of %d, this is pserver %d of %d", dir, id, np,
-                          s->o->id, s->o->npservers);
-    if (strcmp(digest, want) != 0)
-        return pd_err_set(PD_EDATA, "%s was saved for a different model or optimizer", dir);
-    return shard_arrays(s, dir, 0, steps);
+    int rc = 0;
+    if (!ok) rc = pd_err_set(PD_EDATA, "%s/shard.txt is malformed", dir);
+    else if (id != s->o->id || np != s->o->npservers)
+        rc = pd_err_set(PD_EDATA, "%s holds the shard of pserver %d of %d, this is pserver %d of %d", dir, id, np,
+                        s->o->id, s->o->npservers);
+    else if (strcmp(digest, want) != 0)
+        rc = pd_err_set(PD_EDATA, "%s was saved for a different model or optimizer", dir);
+    if (rc == 0) rc = shard_counters(s, dir, text);
+    if (rc == 0) rc = shard_arrays(s, dir, NULL, text);
+    if (rc == 0) s->resume_step = steps;
+    free(text);
+    return rc;
+}
+
+/* --resume: the newest complete checkpoint whose shard loads; newer ones
+ * (incomplete or corrupt) lose their marker and this pserver's shard, so
+ * that they cannot mix with the ones this life writes. */
+static int resume(server *s)
+{
+    const char *dir = s->r->checkpoint_dir;
+    long steps[64];
+    double t0 = pd_now();
+    int n = dir ? pd_ckpt_list(dir, steps, 64, 0) : 0;
+    for (int i = 0; i < n; i++) {
+        char *ck = pd_ckpt_path(dir, steps[i]);
+        char *marker = pd_xasprintf("%s/complete", ck), *mine = pd_xasprintf("%s/pserver-%d", ck, s->o->id);
+        int rc = -1;
+        if (access(marker, F_OK) != 0) PD_WARN("checkpoint %s is incomplete (no complete marker): skipped", ck);
+        else if ((rc = load_shard(s, mine)) < 0) PD_WARN("checkpoint %s skipped: %s", ck, pd_err_msg());
+        if (rc < 0) {
+            unlink(marker);
+            pd_ckpt_remove_tree(mine);
+        } else {
+            PD_INFO("resuming from checkpoint %s (step %ld, pass %d), read in %.3f s", ck, steps[i], s->pass,
+                    pd_now() - t0);
+        }
+        free(ck); free(marker); free(mine);
+        if (rc == 0) return 1;
+    }
+    PD_INFO("no complete checkpoint under %s: starting fresh", dir ? dir : "(no settings.checkpoint_dir)");
+    return 0;
+}
+
+/* Every trainer that counts towards this step sent SAVE: write the shard
+ * and answer SAVED to each (b: the lowest of them, who writes the marker). */
+static void save_barrier(server *s)
+{
+    int lowest = -1;
+    for (int t = 0; t < s->o->ntrainers; t++) {
+        if (s->active[t] && !s->save_got[t]) return;
+        if (!s->active[t]) {
+            /* ended its pass before this step: it resumes at that end */
+            s->pos_pass[t] = (uint32_t)s->pass;
+            s->pos_batch[t] = s->ended_batch[t];
+        } else if (lowest < 0) {
+            lowest = t;
+        }
+    }
+    double t0 = pd_now();
+    int rc = save_shard(s, s->save_step);
+    if (rc < 0) PD_ERROR("checkpoint of step %ld failed: %s", s->save_step, pd_err_msg());
+    else PD_INFO("checkpoint: shard of step %ld saved in %.3f s", s->save_step, pd_now() - t0);
+    for (int t = 0; t < s->o->ntrainers; t++) {
+        if (!s->save_got[t]) continue;
+        s->save_got[t] = 0;
+        if (rc < 0) {
+            sconn *c = waiter_conn(s, s->save_wait[t]);
+            if (c) send_error(s, s->save_wait[t].slot, rc, pd_err_msg());
+        } else {
+            reply(s, s->save_wait[t], PD_MSG_SAVED, (uint32_t)s->save_step, (uint32_t)lowest, NULL, 0);
+        }
+    }
+    s->nsave = 0;
 }
 
 /* --- frames --------------------------------------------------------------------- */
@@ -442,6 +631,7 @@ static int on_handshake(server *s, int slot, pd_frame *f)
     }
     c->state = ST_READY;
     s->nunauth--;
+    s->last_heard[c->trainer] = pd_now();
     c->c.max_frame = PD_MAX_FRAME;
     c->c.max_out = s->max_out;
     uint32_t kind = (uint32_t)c->kind;
@@ -517,11 +707,85 @@ static int check_block(server *s, pd_frame *f, sblock **out)
     return 0;
 }
 
+/* READY to one trainer: a fresh start, or (resumed) the checkpoint's step
+ * in the payload and the trainer's position in a, b. */
+static void send_ready(server *s, waiter w)
+{
+    sconn *c = waiter_conn(s, w);
+    if (!c) return;
+    int T = c->trainer;
+    if (s->resume_step < 0) {
+        reply(s, w, PD_MSG_READY, 0, 0, NULL, 0);
+        return;
+    }
+    uint64_t step = (uint64_t)s->resume_step;
+    reply(s, w, PD_MSG_READY, s->pos_pass[T], s->pos_batch[T], &step, sizeof step);
+}
+
 static void mark_ready(server *s)
 {
     s->ready = 1;
-    for (int i = 0; i < s->nready_wait; i++) reply(s, s->ready_wait[i], PD_MSG_READY, 0, 0, NULL, 0);
+    for (int i = 0; i < s->nready_wait; i++) send_ready(s, s->ready_wait[i]);
     s->nready_wait = 0;
+}
+
+/* PASS_END: the trainer stops counting towards this pass's barriers; b:
+ * the batches it did in the pass. PASS_DONE (b: every trainer's batches so
+ * far, the same on every pserver) once all ended it. */
+static int on_pass_end(server *s, waiter me, int T, pd_frame *f)
+{
+    if (f->len) return pd_err_set(PD_EPROTO, "PASS_END with a payload");
+    if (s->pass_ended[T]) return pd_err_set(PD_EPROTO, "trainer %d ended pass %u twice", T, f->a);
+    if (s->save_got[T]) return pd_err_set(PD_EPROTO, "trainer %d ended its pass inside a checkpoint", T);
+    s->pass_ended[T] = 1;
+    s->pass_wait[T] = me;
+    s->active[T] = 0;
+    s->ended_batch[T] = f->b;
+    s->batches_total += f->b;
+    s->npass_ended++;
+    if (s->npass_ended == s->o->ntrainers) {
+        double secs = pd_now() - s->pass_started;
+        if (s->lay.ntables)
+            PD_INFO("pass %u done by all %d trainers; sparse rows: %ld pulled, %ld pushed (%.0f rows/s)", f->a,
+                    s->o->ntrainers, s->rows_pulled, s->rows_pushed,
+                    secs > 0 ? (s->rows_pulled + s->rows_pushed) / secs : 0.0);
+        else
+            PD_INFO("pass %u done by all %d trainers", f->a, s->o->ntrainers);
+        s->rows_pulled = s->rows_pushed = 0;
+        s->pass_started = pd_now();
+        s->pass = (int)f->a + 1;
+        for (int t = 0; t < s->o->ntrainers; t++) {
+            reply(s, s->pass_wait[t], PD_MSG_PASS_DONE, f->a, (uint32_t)s->batches_total, NULL, 0);
+            s->pass_ended[t] = 0;
+            s->active[t] = 1;
+        }
+        s->npass_ended = 0;
+    } else if (s->sync) {
+        recheck_barriers(s);
+    }
+    return 0;
+}
+
+/* SAVE: a = the checkpoint's step, payload: the sender's pass and batches
+ * done (u32 each) at that step. The shard is written once every trainer
+ * that counts towards the step said SAVE. */
+static int on_save(server *s, waiter me, int T, pd_frame *f)
+{
+    if (f->len != 8) return pd_err_set(PD_EPROTO, "SAVE of %u bytes (8 expected)", f->len);
+    if (!s->r->checkpoint_dir) return pd_err_set(PD_EINVAL, "SAVE, but this pserver has no settings.checkpoint_dir");
+    if (s->save_got[T]) return pd_err_set(PD_EPROTO, "trainer %d sent SAVE twice", T);
+    if (!s->active[T]) return pd_err_set(PD_EPROTO, "SAVE from trainer %d, which ended its pass", T);
+    if (s->nsave > 0 && (long)f->a != s->save_step)
+        return pd_err_set(PD_EPROTO, "SAVE for step %u from trainer %d while step %ld is being saved", f->a, T,
+                          s->save_step);
+    s->save_step = (long)f->a;
+    s->save_got[T] = 1;
+    s->save_wait[T] = me;
+    s->pos_pass[T] = rd32(f->payload);
+    s->pos_batch[T] = rd32(f->payload + 4);
+    s->nsave++;
+    save_barrier(s);
+    return 0;
 }
 
 static int on_frame(server *s, int slot, pd_frame *f)
@@ -530,6 +794,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
     if (c->state != ST_READY) return on_handshake(s, slot, f);
     waiter me = {slot, c->gen};
     int T = c->trainer;
+    s->last_heard[T] = pd_now();
     sblock *b;
     stable *tb;
     int rc;
@@ -560,7 +825,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
             }
         }
         if (s->ready) {
-            reply(s, me, PD_MSG_READY, 0, 0, NULL, 0);
+            send_ready(s, me);
         } else {
             PD_GROW(&s->ready_wait, &s->cap_ready_wait, s->nready_wait + 1);
             s->ready_wait[s->nready_wait++] = me;
@@ -626,49 +891,11 @@ static int on_frame(server *s, int slot, pd_frame *f)
         return 0;
     }
     case PD_MSG_PASS_END:
-        if (f->len) return pd_err_set(PD_EPROTO, "PASS_END with a payload");
-        if (s->pass_ended[T]) return pd_err_set(PD_EPROTO, "trainer %d ended pass %u twice", T, f->a);
-        s->pass_ended[T] = 1;
-        s->pass_wait[T] = me;
-        s->active[T] = 0;
-        s->npass_ended++;
-        if (s->npass_ended == s->o->ntrainers) {
-            double secs = pd_now() - s->pass_started;
-            if (s->lay.ntables)
-                PD_INFO("pass %u done by all %d trainers; sparse rows: %ld pulled, %ld pushed (%.0f rows/s)", f->a,
-                        s->o->ntrainers, s->rows_pulled, s->rows_pushed,
-                        secs > 0 ? (s->rows_pulled + s->rows_pushed) / secs : 0.0);
-            else
-                PD_INFO("pass %u done by all %d trainers", f->a, s->o->ntrainers);
-            s->rows_pulled = s->rows_pushed = 0;
-            s->pass_started = pd_now();
-            for (int t = 0; t < s->o->ntrainers; t++) {
-                reply(s, s->pass_wait[t], PD_MSG_PASS_DONE, f->a, 0, NULL, 0);
-                s->pass_ended[t] = 0;
-                s->active[t] = 1;
-            }
-            s->npass_ended = 0;
-            s->pass = (int)f->a + 1;
-        } else if (s->sync) {
-            recheck_barriers(s);
-        }
-        return 0;
-    case PD_MSG_SAVE: {
-        if (f->len == 0 || f->len > 255) return pd_err_set(PD_EPROTO, "SAVE: bad directory name length %u", f->len);
-        char dir[256];
-        memcpy(dir, f->payload, f->len);
-        dir[f->len] = '\0';
-        if (strlen(dir) != f->len || dir[0] == '/' || strstr(dir, ".."))
-            return pd_err_set(PD_EPROTO, "SAVE: directory must be relative, without '..'");
-        if ((rc = save_shard(s, dir)) < 0) {
-            PD_ERROR("checkpoint failed: %s", pd_err_msg());
-            send_error(s, slot, rc, pd_err_msg());
-            return 0;
-        }
-        PD_INFO("shard saved to %s", dir);
-        reply(s, me, PD_MSG_SAVED, 0, 0, NULL, 0);
-        return 0;
-    }
+        return on_pass_end(s, me, T, f);
+    case PD_MSG_SAVE:
+        return on_save(s, me, T, f);
+    case PD_MSG_HEARTBEAT:
+        return f->len ? pd_err_set(PD_EPROTO, "HEARTBEAT with a payload") : 0;
     case PD_MSG_FINISH:
         if (!s->finished[T]) {
             s->finished[T] = 1;
@@ -886,6 +1113,42 @@ static void on_readable(server *s, int slot)
     update_events(s, slot);
 }
 
+/* Is some trainer waiting on a barrier (a step, a pass end, a checkpoint)? */
+static int barrier_pending(server *s)
+{
+    if (s->npass_ended > 0 || s->nsave > 0) return 1;
+    for (int i = 0; s->sync && i < s->nblocks; i++)
+        if (s->blocks[i].npushed > 0) return 1;
+    for (int t = 0; s->sync && t < s->lay.ntables; t++)
+        if (s->tables[t].npushed > 0) return 1;
+    return 0;
+}
+
+/* Send HEARTBEAT to every trainer connection every third of the timeout
+ * (at most every 5 s); a trainer silent for heartbeat_timeout while others
+ * wait on a barrier it has not joined is dead or hung: an error naming it. */
+static int heartbeats(server *s)
+{
+    double now = pd_now(), every = PD_MIN(s->hb_timeout / 3, 5.0);
+    if (now - s->hb_sent >= every) {
+        s->hb_sent = now;
+        for (int i = 0; i < MAX_CONNS; i++) {
+            if (!s->conns[i].used || s->conns[i].state != ST_READY) continue;
+            waiter w = {i, s->conns[i].gen};
+            reply(s, w, PD_MSG_HEARTBEAT, 0, 0, NULL, 0);
+        }
+    }
+    if (!s->ready || !barrier_pending(s)) return 0;
+    for (int t = 0; t < s->o->ntrainers; t++) {
+        if (!s->seen[t] || s->finished[t] || now - s->last_heard[t] <= s->hb_timeout) continue;
+        return pd_err_set(PD_ETIMEDOUT,
+                          "trainer %d sent nothing for %.0f s (heartbeat_timeout %.0f s) while other trainers "
+                          "wait on it: dead or hung",
+                          t, now - s->last_heard[t], s->hb_timeout);
+    }
+    return 0;
+}
+
 int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
 {
     server s_, *s = &s_;
@@ -904,10 +1167,18 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     if ((rc = pd_layout_make(&s->lay, r, o->npservers)) < 0) return rc;
     pd_opt_hyper_from(&s->hyper, &r->optimizer, 0);
     make_state(s);
+    s->resume_step = -1;
+    s->hb_timeout = r->heartbeat_timeout > 0 ? r->heartbeat_timeout : PD_HEARTBEAT_TIMEOUT_S;
     if (o->init_shard) {
         if ((rc = load_shard(s, o->init_shard)) < 0) goto out;
         s->ready = 1;
+        /* the parameters only: the trainers start at their beginning */
+        s->resume_step = -1;
+        memset(s->pos_pass, 0, (size_t)o->ntrainers * sizeof *s->pos_pass);
+        memset(s->pos_batch, 0, (size_t)o->ntrainers * sizeof *s->pos_batch);
         PD_INFO("started from the shard saved in %s", o->init_shard);
+    } else if (o->resume && resume(s)) {
+        s->ready = 1;
     }
     s->conns = pd_xcalloc(MAX_CONNS, sizeof *s->conns);
     s->nlisten = s->lay.ports_num + s->lay.ports_sparse;
@@ -948,6 +1219,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
             break;
         }
         check_deadlines(s);
+        if ((rc = heartbeats(s)) < 0) break;
         int n = epoll_wait(s->epfd, evs, MAX_EVENTS, TICK_MS);
         if (n < 0 && errno != EINTR) {
             rc = pd_err_set(PD_EIO, "epoll_wait: %s", strerror(errno));

@@ -17,6 +17,8 @@
 /* Connections still in the handshake that a pserver holds at once; more are
  * accepted and closed at once. */
 #define PD_MAX_UNAUTH 64
+/* A peer silent this long while it is waited on is dead (settings.heartbeat_timeout). */
+#define PD_HEARTBEAT_TIMEOUT_S 30.0
 
 typedef struct pd_server_opts {
     int id, npservers, ntrainers;
@@ -25,6 +27,7 @@ typedef struct pd_server_opts {
     uint8_t secret[PD_SECRET];
     uint8_t job[PD_JOB_ID];
     const char *init_shard; /* start from a saved shard */
+    int resume;             /* start from the newest complete checkpoint, if any */
     int ready_fd;           /* >= 0: write "PORT\n" there once listening */
     volatile int *stop;     /* set by a signal: exit */
     double idle_timeout;    /* exit when no trainer came for this long (0: never) */

@@ -5,42 +5,62 @@
 #include "../core/pd.h"
 #include "../nn/npy.h"
 #include "../nn/train.h"
+#include "ckpt.h"
+
+#include <string.h>
 
 #include <stdlib.h>
 
 typedef struct ps_step {
     pd_client *cl;
     const pd_recipe *r;
-    int id;
+    const pd_trainer_opts *o;
+    pd_driver *d;
+    int sync;
 } ps_step;
 
 static int ps_pull(void *ctx, pd_net *net) { return pd_client_pull_rows(((ps_step *)ctx)->cl, net); }
 
+/* A checkpoint of step: every pserver saves its shard with this trainer's
+ * position; the trainer the pservers name writes the complete marker. */
+static int checkpoint(ps_step *s, long step, int pass, int batch)
+{
+    int writer = -1;
+    double t0 = pd_now();
+    int rc = pd_client_save(s->cl, step, pass, batch, &writer);
+    if (rc < 0) return pd_err_wrap(rc, "checkpoint of step %ld", step);
+    if (writer != s->o->id) return 0;
+    rc = pd_ckpt_commit(s->r->checkpoint_dir, step, s->o->npservers, s->o->ntrainers,
+                        s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2);
+    if (rc < 0) return pd_err_wrap(rc, "checkpoint of step %ld", step);
+    PD_INFO("checkpoint of step %ld complete (pass %d, batch %d) in %.4f s", step, pass, batch, pd_now() - t0);
+    return 0;
+}
+
+/* sync: after every checkpoint_period-th step of the pservers, a checkpoint
+ * of every trainer that took part in the step */
 static int ps_exchange(void *ctx, pd_net *net, long step)
 {
+    ps_step *s = ctx;
     (void)step;
-    return pd_client_step(((ps_step *)ctx)->cl, net);
+    int rc = pd_client_step(s->cl, net);
+    if (rc < 0 || !s->sync || !s->r->checkpoint_dir || s->r->checkpoint_period < 1) return rc;
+    if (s->cl->step % s->r->checkpoint_period != 0) return 0;
+    return checkpoint(s, s->cl->step, s->d->pass, s->d->batch);
 }
 
 static int ps_fetch(void *ctx, pd_net *net) { return pd_client_fetch_all(((ps_step *)ctx)->cl, net); }
 
+/* async: a checkpoint after every pass but the last, once every trainer
+ * ended it (named by the pservers' count of every trainer's batches) */
 static int ps_pass_end(void *ctx, pd_net *net, int pass)
 {
-    (void)net;
-    return pd_client_pass_end(((ps_step *)ctx)->cl, pass);
-}
-
-/* trainer 0, after the model's save: the pservers save their shards */
-static int ps_checkpoint(void *ctx, pd_net *net, int pass)
-{
     ps_step *s = ctx;
+    long total = 0;
     (void)net;
-    if (s->id != 0 || !s->r->checkpoint_dir) return 0;
-    char *cdir = pd_xasprintf("%s/pass-%05d", s->r->checkpoint_dir, pass);
-    int rc = pd_client_checkpoint(s->cl, cdir);
-    if (rc == 0) PD_INFO("pservers saved their shards to %s/pserver-N", cdir);
-    free(cdir);
-    return rc;
+    int rc = pd_client_pass_end(s->cl, pass, s->d->batch, &total);
+    if (rc < 0 || s->sync || !s->r->checkpoint_dir || pass + 1 >= s->r->passes) return rc;
+    return checkpoint(s, total, pass + 1, 0);
 }
 
 static const pd_step_ops ps_ops = {
@@ -48,12 +68,30 @@ static const pd_step_ops ps_ops = {
     .step = ps_exchange,
     .sync_model = ps_fetch,
     .pass_end = ps_pass_end,
-    .pass_done = ps_checkpoint,
 };
+
+/* After init: where the pservers' checkpoint puts this trainer. */
+static int resume_at(const pd_recipe *r, const pd_trainer_opts *o, pd_client *cl, pd_driver *d)
+{
+    if (cl->resume_step < 0) {
+        if (o->resume) PD_INFO("trainer %d: no complete checkpoint: starting fresh", o->id);
+        return 0;
+    }
+    if (cl->resume_pass >= r->passes) return pd_err_set(PD_EDATA, "the checkpoint's pass %d is past settings.passes",
+                                                        cl->resume_pass);
+    PD_INFO("trainer %d: resuming from the checkpoint of step %ld at pass %d, batch %d", o->id, cl->resume_step,
+            cl->resume_pass, cl->resume_batch);
+    d->start_pass = cl->resume_pass;
+    d->start_batch = cl->resume_batch;
+    if (cl->resume_pass == 0) return 0;
+    pd_reader_close(d->train);
+    d->train = NULL;
+    return pd_open_reader_at(&d->train, r, PD_PART_TRAIN, o->id, o->ntrainers, r->batch_size, cl->resume_pass);
+}
 
 /* Connect, train with the driver, say goodbye. */
 static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *lay, pd_net *net,
-                 pd_reader *train, pd_reader **test)
+                 pd_reader **train, pd_reader **test)
 {
     pd_client cl;
     int rc;
@@ -62,12 +100,17 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
     if ((rc = pd_client_connect(&cl, lay, o->pservers, o->npservers, o->id, o->secret, o->job,
                                 r->server_timeout)) < 0)
         return rc;
+    if (r->heartbeat_timeout > 0) cl.hb_timeout = r->heartbeat_timeout;
     if ((rc = pd_client_init(&cl, net)) < 0) goto out;
+    ps_step ctx = {.cl = &cl, .r = r, .o = o, .sync = !r->mode || strcmp(r->mode, "async") != 0};
+    pd_driver d = {.r = r, .net = net, .train = *train, .test = *test, .save = o->id == 0, .stop = o->stop,
+                   .ops = &ps_ops, .ctx = &ctx};
+    ctx.d = &d;
+    rc = resume_at(r, o, &cl, &d);
+    *train = d.train;
+    if (rc < 0) goto out;
     PD_INFO("trainer %d: parameters ready; training %d passes, batch %d, %s mode", o->id, r->passes, r->batch_size,
             r->mode);
-    ps_step ctx = {.cl = &cl, .r = r, .id = o->id};
-    pd_driver d = {.r = r, .net = net, .train = train, .test = *test, .save = o->id == 0, .stop = o->stop,
-                   .ops = &ps_ops, .ctx = &ctx};
     rc = pd_drive(&d);
     *test = d.test;
     if (rc == 0) {
@@ -97,7 +140,7 @@ int pd_trainer_run(const pd_recipe *r, const pd_trainer_opts *o)
     if (o->id == 0 && o->init_model && (rc = pd_model_load(&net, o->init_model)) < 0) goto out;
     if ((rc = pd_open_reader(&train_rd, r, PD_PART_TRAIN, o->id, o->ntrainers, r->batch_size)) < 0) goto out;
     if (o->id == 0 && r->test && (rc = pd_open_reader(&test, r, PD_PART_TEST, 0, 1, r->batch_size)) < 0) goto out;
-    rc = train(r, o, &lay, &net, train_rd, &test);
+    rc = train(r, o, &lay, &net, &train_rd, &test);
 out:
     pd_reader_close(train_rd);
     pd_reader_close(test);

@@ -15,6 +15,7 @@ typedef struct pd_trainer_opts {
     uint8_t secret[PD_SECRET];
     uint8_t job[PD_JOB_ID];
     const char *init_model;     /* trainer 0: start from this model */
+    int resume;                 /* --resume: say so when there is nothing to resume */
     volatile int *stop;
 } pd_trainer_opts;
 

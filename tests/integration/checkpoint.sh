@@ -1,14 +1,18 @@
-# checkpoint.sh - pservers save their shards after each pass
-# (settings.checkpoint_dir) and a pserver starts from one (--init_shard): the
-# job goes on from the saved parameters, not from a fresh start.
+# checkpoint.sh - pservers save their shards into consistent checkpoints
+# (settings.checkpoint_dir, checkpoint_period) and a pserver starts from one
+# (--init_shard): the job goes on from the saved parameters, not from a
+# fresh start. (resume.sh tests --resume.)
 . "$ROOT/tests/integration/lib.sh"
 PY=/usr/bin/python3
 "$ROOT/recipes/prepare.sh" && mkdir -p data/uci_housing && cp "$ROOT/recipes/data/uci_housing/housing.data" data/uci_housing/
 cp "$ROOT/recipes/fit_a_line.lua" .
 one="--pservers=1 --trainers=1"
 
-run_capture "$PADDLE" run fit_a_line.lua $one --passes=20 --checkpoint_dir=ckpt --save_dir=out1 --log_period=1000
-if [ $rc -eq 0 ] && [ -s ckpt/pass-00019/pserver-0/shard.txt ] && [ -s ckpt/pass-00019/pserver-0/block-0.w.npy ]; then
+# one trainer: 9 batches a pass, 180 steps; a checkpoint every 20 steps, the last 2 kept
+run_capture "$PADDLE" run fit_a_line.lua $one --passes=20 --checkpoint_dir=ckpt --checkpoint_period=20 --save_dir=out1 --log_period=1000
+last=$(ls -d ckpt/ckpt-* 2>/dev/null | sed 's/.*ckpt-//' | sort -n | tail -n 1)
+if [ $rc -eq 0 ] && [ "$(ls -d ckpt/ckpt-* | wc -l)" -eq 2 ] && [ -f ckpt/ckpt-$last/complete ] &&
+    [ -s ckpt/ckpt-$last/pserver-0/shard.txt ] && [ -s ckpt/ckpt-$last/pserver-0/block-0.w.npy ]; then
     pass shards_saved
 else
     fail shards_saved "rc $rc: $(tail -n 3 <<<"$out")"
@@ -34,7 +38,7 @@ P
 )
 export PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 "$PADDLE" pserver fit_a_line.lua $one --pserver_id=0 --port=$port --bind=127.0.0.1 \
-    --init_shard=ckpt/pass-00019/pserver-0 >ps.log 2>&1 &
+    --init_shard=ckpt/ckpt-$last/pserver-0 >ps.log 2>&1 &
 ps=$!
 run_capture "$PADDLE" trainer fit_a_line.lua $one --pservers=127.0.0.1:$port --trainer_id=0 --passes=1 \
     --max_batches=1 --save_dir=resumed --server_timeout=20
@@ -52,6 +56,6 @@ then pass resumed_from_shard; else fail resumed_from_shard "rc $rc: $(tail -n 3 
 
 # a shard saved for another model or optimizer is refused
 run_capture "$PADDLE" pserver fit_a_line.lua $one --mode=async --pserver_id=0 --port=$port --bind=127.0.0.1 \
-    --init_shard=ckpt/pass-00019/pserver-0
+    --init_shard=ckpt/ckpt-$last/pserver-0
 if [ $rc -ne 0 ] && grep -q 'saved for a different model or optimizer' <<<"$out"; then pass shard_of_other_model_refused
 else fail shard_of_other_model_refused "rc $rc: $out"; fi

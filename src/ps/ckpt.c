@@ -1,0 +1,146 @@
+/* ckpt.c - checkpoint directories: atomic writes, the complete marker,
+ * listing and pruning. */
+#include "ckpt.h"
+#include "../core/log.h"
+#include "../core/pd.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_LISTED 4096
+
+int pd_ckpt_fsync_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return pd_err_set(PD_EIO, "cannot open %s: %s", path, strerror(errno));
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    /* some file systems refuse fsync on a directory: that is no error */
+    if (rc < 0 && e != EINVAL && e != EBADF) return pd_err_set(PD_EIO, "fsync %s: %s", path, strerror(e));
+    return 0;
+}
+
+static int fsync_parent(const char *path)
+{
+    char *d = pd_xstrdup(path), *slash = strrchr(d, '/');
+    if (slash) *slash = '\0';
+    int rc = pd_ckpt_fsync_file(slash ? (*d ? d : "/") : ".");
+    free(d);
+    return rc;
+}
+
+int pd_ckpt_write_atomic(const char *path, const void *data, size_t len)
+{
+    char *tmp = pd_xasprintf("%s.tmp", path);
+    int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    for (size_t off = 0; rc == 0 && off < len;) {
+        ssize_t n = write(fd, (const char *)data + off, len - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
+        else off += (size_t)n;
+    }
+    if (rc == 0 && fsync(fd) < 0) rc = pd_err_set(PD_EIO, "fsync %s: %s", tmp, strerror(errno));
+    if (fd >= 0 && close(fd) < 0 && rc == 0) rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    if (rc == 0 && rename(tmp, path) < 0) rc = pd_err_set(PD_EIO, "rename %s: %s", tmp, strerror(errno));
+    if (rc == 0) rc = fsync_parent(path);
+    if (rc < 0) unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int pd_ckpt_remove_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0) return 0;
+    if (nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return pd_err_set(PD_EIO, "cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
+char *pd_ckpt_path(const char *dir, long step) { return pd_xasprintf("%s/ckpt-%ld", dir, step); }
+
+static int has_marker(const char *dir, long step)
+{
+    char *p = pd_xasprintf("%s/ckpt-%ld/complete", dir, step);
+    struct stat st;
+    int ok = stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    free(p);
+    return ok;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Every ckpt-<step> under dir, newest first; *n of them (malloc'd array). */
+static long *list_all(const char *dir, int *n)
+{
+    long *all = pd_xmalloc(MAX_LISTED * sizeof *all);
+    *n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) && *n < MAX_LISTED) {
+        char *end;
+        if (strncmp(e->d_name, "ckpt-", 5) != 0) continue;
+        long step = strtol(e->d_name + 5, &end, 10);
+        if (*end || end == e->d_name + 5 || step < 0) continue;
+        all[(*n)++] = step;
+    }
+    if (d) closedir(d);
+    qsort(all, (size_t)*n, sizeof *all, cmp_desc);
+    return all;
+}
+
+int pd_ckpt_list(const char *dir, long *steps, int max, int complete_only)
+{
+    int n, k = 0;
+    long *all = list_all(dir, &n);
+    for (int i = 0; i < n && k < max; i++)
+        if (!complete_only || has_marker(dir, all[i])) steps[k++] = all[i];
+    free(all);
+    return k;
+}
+
+int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int keep)
+{
+    char text[128];
+    int len = snprintf(text, sizeof text, "step %ld\npservers %d\ntrainers %d\n", step, npservers, ntrainers);
+    char *path = pd_xasprintf("%s/ckpt-%ld/complete", dir, step);
+    int rc = pd_ckpt_write_atomic(path, text, (size_t)len);
+    free(path);
+    if (rc < 0) return rc;
+    int n, kept = 0;
+    long *all = list_all(dir, &n);
+    for (int i = 0; i < n; i++) {
+        if (all[i] > step) continue; /* newer: another life's, left to its resume */
+        if (kept < keep && has_marker(dir, all[i])) {
+            kept++;
+            continue;
+        }
+        if (kept == 0) continue;
+        char *p = pd_ckpt_path(dir, all[i]);
+        if (pd_ckpt_remove_tree(p) < 0) PD_WARN("%s", pd_err_msg());
+        free(p);
+    }
+    free(all);
+    return 0;
+}

@@ -1,0 +1,32 @@
+/*
+ * ckpt.h - the files of consistent checkpoints (docs/faults.md):
+ * CHECKPOINT_DIR/ckpt-<step>/pserver-N/ (written by pserver N) and
+ * CHECKPOINT_DIR/ckpt-<step>/complete (written last, by a trainer, once
+ * every pserver saved its shard for that step).
+ *
+ *     pd_ckpt_fsync_file(path);                  // after writing path
+ *     pd_ckpt_write_atomic(path, text, len);     // temp, fsync, rename
+ *     long steps[16]; int n = pd_ckpt_list(dir, steps, 16);  // complete ones, newest first
+ */
+#ifndef PD_CKPT_H
+#define PD_CKPT_H
+
+#include <stddef.h>
+
+/* fsync a file (or a directory) by path: 0 or PD_EIO. */
+int pd_ckpt_fsync_file(const char *path);
+/* Write len bytes to path atomically: path.tmp, fsync, rename, fsync of the
+ * directory. 0 or PD_EIO. */
+int pd_ckpt_write_atomic(const char *path, const void *data, size_t len);
+/* rm -rf path (missing is fine): 0 or PD_EIO. */
+int pd_ckpt_remove_tree(const char *path);
+/* "DIR/ckpt-<step>" (malloc'd). */
+char *pd_ckpt_path(const char *dir, long step);
+/* The steps of the checkpoints under dir, newest first, at most max; with
+ * complete_only, only those with their complete marker. Returns how many. */
+int pd_ckpt_list(const char *dir, long *steps, int max, int complete_only);
+/* Write DIR/ckpt-<step>/complete, then keep only the newest keep complete
+ * checkpoints (older ones, complete or not, are removed). */
+int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int keep);
+
+#endif

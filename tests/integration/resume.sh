@@ -1,0 +1,217 @@
+# resume.sh - consistent checkpoints and --resume (docs/faults.md): a job
+# killed (launcher SIGKILLed, every role dies with it) after a checkpoint
+# is resumed by starting every role with --resume; in sync mode the final
+# parameters equal those of an uninterrupted run, in async the test cost is
+# within 5%. Checkpoints cut by kills during their writes never load; a
+# corrupt one is skipped for the previous one; a stopped trainer is named
+# by the pservers within heartbeat_timeout + 5 s.
+. "$ROOT/tests/integration/lib.sh"
+PY=/usr/bin/python3
+"$ROOT/recipes/prepare.sh" && mkdir -p data/uci_housing && cp "$ROOT/recipes/data/uci_housing/housing.data" data/uci_housing/
+cp "$ROOT/recipes/fit_a_line.lua" "$ROOT/recipes/recommendation.lua" .
+"$PADDLE" gen movielens --out data/ml-gen --ratings 20000 --seed 3 >/dev/null 2>&1
+export PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+free_ports() { # two bases, each with base and base+1 free
+    $PY - <<'P'
+import random, socket
+got = []
+while len(got) < 2:
+    p = random.randrange(20000, 32000)
+    ss = []
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); ss.append(s)
+        if all(abs(p - g) > 2 for g in got): got.append(p)
+    except OSError:
+        pass
+    finally:
+        for s in ss: s.close()
+print(*got)
+P
+}
+
+# roles RECIPE LOGPREFIX ARGS... : 2 pservers and 2 trainers started by
+# hand (what the supervisor does), with the same ARGS; waits for all
+roles() {
+    local recipe=$1 log=$2; shift 2
+    local ports; read -r -a ports <<<"$(free_ports)"
+    local rp=()
+    for i in 0 1; do
+        "$PADDLE" pserver "$recipe" --pserver_id=$i --port=${ports[$i]} --bind=127.0.0.1 "$@" >$log.ps$i 2>&1 &
+        rp+=($!); pids+=($!)
+    done
+    for i in 0 1; do
+        timeout 300 "$PADDLE" trainer "$recipe" --pservers=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} \
+            --trainer_id=$i "$@" >$log.tr$i 2>&1 &
+        rp+=($!); pids+=($!)
+    done
+    local rc=0
+    for p in "${rp[@]}"; do wait "$p" || rc=1; done
+    return $rc
+}
+
+# killed_run RECIPE DIR ARGS... : paddle run until a checkpoint is complete
+# under DIR/ckpt and at least MIN more steps, then SIGKILL the launcher
+killed_run() {
+    local recipe=$1 dir=$2; shift 2
+    "$PADDLE" run "$recipe" --checkpoint_dir=$dir/ckpt --save_dir=$dir/out "$@" >$dir/run.log 2>&1 &
+    local p=$!; pids+=($p)
+    for _ in $(seq 600); do
+        ls $dir/ckpt/ckpt-*/complete >/dev/null 2>&1 && break
+        sleep 0.05
+    done
+    sleep 0.3
+    kill -9 $p 2>/dev/null
+    wait $p 2>/dev/null
+    sleep 0.5
+}
+
+# ckpts DIR [complete]: the checkpoint directories under DIR, oldest first
+ckpts() {
+    local d
+    for d in "$1"/ckpt-*; do
+        [ -d "$d" ] || continue
+        [ -z "$2" ] || [ -f "$d/complete" ] || continue
+        echo "${d##*ckpt-} $d"
+    done | sort -n | awk '{print $2}'
+}
+
+final_pass() { ls -d "$1"/pass-* 2>/dev/null | sort | tail -n 1; }
+
+# same_params NAME REF RESUMED: every .npy of the last pass, max relative difference <= 1e-5
+same_params() {
+    local a b
+    a=$(final_pass "$2"); b=$(final_pass "$3")
+    if [ -z "$a" ] || [ "$(basename "$a")" != "$(basename "$b")" ]; then
+        fail "$1" "last passes differ: '$a' '$b'"; return
+    fi
+    if diff_out=$($PY - "$a" "$b" <<'P'
+import glob, os, sys, numpy as np
+worst = 0.0
+files = sorted(glob.glob(os.path.join(sys.argv[1], "*.npy")))
+assert files, "no parameters"
+for f in files:
+    x, y = np.load(f), np.load(os.path.join(sys.argv[2], os.path.basename(f)))
+    worst = max(worst, float(np.abs(x - y).max() / max(np.abs(x).max(), 1e-30)))
+print("max relative difference %.3g over %d parameters" % (worst, len(files)))
+sys.exit(0 if worst <= 1e-5 else 1)
+P
+    ); then pass "$1"; echo "$1: $diff_out"; else fail "$1" "$diff_out"; fi
+}
+
+# resumed NAME DIR: the roles resumed from a checkpoint, not from scratch
+resumed_from_ckpt() {
+    if grep -q "resuming from checkpoint" "$2/res.ps0" && grep -q "resuming from the checkpoint of step" "$2/res.tr0"
+    then return 0; fi
+    fail "$1" "no resume in the logs: $(tail -n 3 "$2/res.ps0" "$2/res.tr0")"; return 1
+}
+
+sync_case() { # NAME RECIPE ARGS...
+    local name=$1 recipe=$2; shift 2
+    mkdir -p $name
+    roles "$recipe" $name/ref --save_dir=$name/ref_out "$@" || { fail ${name}_reference "$(tail -n 3 $name/ref.tr0)"; return; }
+    killed_run "$recipe" $name "$@"
+    local before; before=$(ls -d $name/ckpt/ckpt-* 2>/dev/null | wc -l)
+    if roles "$recipe" $name/res --checkpoint_dir=$name/ckpt --save_dir=$name/out --resume "$@" &&
+        resumed_from_ckpt ${name}_resumed $name; then
+        pass ${name}_resumed
+        same_params ${name}_equals_uninterrupted $name/ref_out $name/out
+    else
+        fail ${name}_resumed "$(tail -n 3 $name/res.ps0 $name/res.tr0)"
+    fi
+}
+
+sync_case fit_sync fit_a_line.lua --passes=150 --checkpoint_period=40 --log_period=100000
+sync_case rec_sync recommendation.lua --passes=3 --checkpoint_period=15 --log_period=100000 --batch_size=64
+
+# async: the same kill; the final test cost within 5% of an uninterrupted run
+last_test_cost() { grep -o 'test cost [0-9.e+-]*' "$1" | tail -n 1 | awk '{print $3}'; }
+async_case() { # NAME RECIPE ARGS...
+    local name=$1 recipe=$2; shift 2
+    mkdir -p $name
+    roles "$recipe" $name/ref --save_dir=$name/ref_out --mode=async "$@" || { fail ${name}_reference "$(tail -n 3 $name/ref.tr0)"; return; }
+    killed_run "$recipe" $name --mode=async "$@"
+    if roles "$recipe" $name/res --checkpoint_dir=$name/ckpt --save_dir=$name/out --mode=async --resume "$@" &&
+        resumed_from_ckpt ${name}_resumed $name; then
+        local a b; a=$(last_test_cost $name/ref.tr0); b=$(last_test_cost $name/res.tr0)
+        if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05 * a) }'
+        then pass ${name}_test_cost_within_5pct; echo "$name: test cost $a uninterrupted, $b resumed"
+        else fail ${name}_test_cost_within_5pct "uninterrupted '$a', resumed '$b'"; fi
+    else
+        fail ${name}_resumed "$(tail -n 3 $name/res.ps0 $name/res.tr0)"
+    fi
+}
+async_case fit_async fit_a_line.lua --passes=150 --log_period=100000
+async_case rec_async recommendation.lua --passes=4 --log_period=100000 --batch_size=64
+
+# a corrupt shard in the newest checkpoint: skipped, with a warning, for the previous one
+newest=$(ckpts rec_sync/ckpt complete | tail -n 1)
+older=$(ckpts rec_sync/ckpt complete | tail -n 2 | head -n 1)
+f=$(ls $newest/pserver-0/*.npy | head -n 1)
+printf '\x7f\x7f\x7f\x7f' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null
+read -r -a ports <<<"$(free_ports)"
+run_capture timeout 30 "$PADDLE" pserver recommendation.lua --pserver_id=0 --port=${ports[0]} --bind=127.0.0.1 \
+    --checkpoint_dir=rec_sync/ckpt --resume --idle_timeout=1
+if grep -q "checksum mismatch" <<<"$out" && grep -q "resuming from checkpoint $older " <<<"$out"; then
+    pass corrupt_checkpoint_skipped
+else fail corrupt_checkpoint_skipped "$(grep -E 'checkpoint|resum' <<<"$out" | head -n 3)"; fi
+
+# a pserver killed 20 times at random moments while it writes a checkpoint
+# every step: the newest complete checkpoint is always the one that loads
+ok=0; bad=""
+mkdir -p kills
+for i in $(seq 20); do
+    read -r -a ports <<<"$(free_ports)"
+    kp=()
+    for j in 0 1; do
+        "$PADDLE" pserver recommendation.lua --pserver_id=$j --port=${ports[$j]} --bind=127.0.0.1 --passes=50 \
+            --checkpoint_dir=kills/ckpt --checkpoint_period=1 --batch_size=64 --resume >kills/ps$j.log 2>&1 &
+        kp+=($!); pids+=($!)
+    done
+    for j in 0 1; do
+        "$PADDLE" trainer recommendation.lua --pservers=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} --trainer_id=$j \
+            --passes=50 --checkpoint_dir=kills/ckpt --checkpoint_period=1 --batch_size=64 --resume \
+            --log_period=100000 >kills/tr$j.log 2>&1 &
+        kp+=($!); pids+=($!)
+    done
+    sleep "$($PY -c 'import random; print(round(random.uniform(0.8, 2.0), 2))')"
+    kill -9 ${kp[0]}; sleep 0.2
+    for p in "${kp[@]}"; do kill -9 $p 2>/dev/null; wait $p 2>/dev/null; done
+    want=$(ckpts kills/ckpt complete | tail -n 1)
+    run_capture timeout 30 "$PADDLE" pserver recommendation.lua --pserver_id=0 --port=${ports[0]} --bind=127.0.0.1 \
+        --batch_size=64 --checkpoint_dir=kills/ckpt --resume --idle_timeout=1
+    if [ -n "$want" ] && grep -q "resuming from checkpoint $want " <<<"$out"; then ok=$((ok + 1))
+    else bad="$bad [kill $i: want '$want': $(grep -E 'resum|checkpoint' <<<"$out" | head -n 2)]"; fi
+done
+if [ $ok -eq 20 ]; then pass killed_during_writes_previous_loads; else fail killed_during_writes_previous_loads "$ok/20 $bad"; fi
+
+# a trainer stopped (SIGSTOP): the pservers name it within heartbeat_timeout + 5 s
+read -r -a ports <<<"$(free_ports)"
+hp=()
+for j in 0 1; do
+    "$PADDLE" pserver fit_a_line.lua --pserver_id=$j --port=${ports[$j]} --bind=127.0.0.1 --passes=1000000 \
+        --heartbeat_timeout=3 >hb.ps$j 2>&1 &
+    hp+=($!); pids+=($!)
+done
+for j in 0 1; do
+    "$PADDLE" trainer fit_a_line.lua --pservers=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} --trainer_id=$j \
+        --passes=1000000 --heartbeat_timeout=3 --log_period=100000000 --save_dir=hb_out >hb.tr$j 2>&1 &
+    hp+=($!); pids+=($!)
+done
+sleep 1.5
+kill -STOP ${hp[3]}
+t0=$(date +%s.%N)
+named=""
+while [ "$(echo "$(date +%s.%N) - $t0 < 12" | bc)" = 1 ]; do
+    if grep -q "trainer 1 sent nothing" hb.ps0 hb.ps1; then named=$(date +%s.%N); break; fi
+    sleep 0.1
+done
+kill -CONT ${hp[3]}
+for p in "${hp[@]}"; do kill -9 $p 2>/dev/null; wait $p 2>/dev/null; done
+if [ -n "$named" ] && [ "$(echo "$named - $t0 <= 8" | bc)" = 1 ]; then
+    pass stopped_trainer_named; echo "stopped trainer named after $(echo "$named - $t0" | bc) s (heartbeat_timeout 3 s)"
+else fail stopped_trainer_named "not named within 8 s: $(tail -n 2 hb.ps0)"; fi
