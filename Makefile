@@ -98,6 +98,7 @@ strip: paddle
 # --- tests -----------------------------------------------------------------------
 test: paddle build/musl/unit_tests
 	@tools/check_includes.sh
+	@tools/long_functions.sh
 	@tests/deps.sh
 	@tests/run.sh ./paddle build/musl/unit_tests
 	$(TEST_EXTRA_CHECKS)
