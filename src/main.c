@@ -15,6 +15,7 @@
 #include "launch/ssh.h"
 #include "lua/recipe.h"
 #include "nn/net.h"
+#include "nn/predict.h"
 #include "nn/train.h"
 #include "launch/env.h"
 #include "launch/k8s.h"
@@ -30,6 +31,8 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 
+#include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -267,6 +270,63 @@ static int cmd_train(int argc, char **argv)
             fprintf(stderr, "paddle: %s\n", pd_err_msg());
             rc = stop_flag ? 130 : 1;
         }
+        pd_recipe_free(&r);
+    }
+    pd_cli_free(&cli);
+    return rc;
+}
+
+/* --- predict --------------------------------------------------------------- */
+
+/* "test cost C, NAME M, ..., test rmse R": the pass line's test part. */
+static void print_metrics(const pd_recipe *r, const pd_predict_opts *o)
+{
+    fprintf(stderr, "%ld samples, test cost %.6g", o->samples, o->cost);
+    for (int i = 0; i < r->nmetrics; i++) fprintf(stderr, ", %s %.6g", r->metrics[i].name, o->metrics[i]);
+    const pd_layer_desc *c = &r->layers[r->cost];
+    if (!strcmp(c->type, "square_error_cost") && r->layers[c->inputs[0]].size == 1)
+        fprintf(stderr, ", test rmse %.4f", sqrt(o->cost));
+    fprintf(stderr, "\n");
+}
+
+static int cmd_predict(int argc, char **argv)
+{
+    static const char *const known[] = {"model", "input", "output", "part", NULL};
+    static const char *const parts[] = {"all", "train", "test"};
+    static const int part_ids[] = {PD_PART_ALL, PD_PART_TRAIN, PD_PART_TEST};
+    pd_cli cli;
+    pd_recipe r;
+    int rc = pd_cli_parse(&cli, "predict", argc, argv, 1, 1, known);
+    if (rc) return rc;
+    pd_predict_opts o = {.model = pd_cli_opt(&cli, "model"), .input = pd_cli_opt(&cli, "input"), .part = -1};
+    const char *part = pd_cli_opt(&cli, "part"), *output = pd_cli_opt(&cli, "output");
+    for (size_t i = 0; i < PD_COUNT(parts); i++)
+        if (!strcmp(part ? part : "all", parts[i])) o.part = part_ids[i];
+    if (!o.model || !o.input) {
+        fprintf(stderr, "paddle predict: --model DIR and --input FILE are required\n");
+        rc = 2;
+    } else if (o.part < 0) {
+        fprintf(stderr, "paddle predict: --part must be all, train or test, got '%s'\n", part);
+        rc = 2;
+    } else if ((rc = load_recipe(&r, &cli)) == 0) {
+        o.out = output ? fopen(output, "w") : stdout;
+        o.metrics = pd_xcalloc((size_t)r.nmetrics + 1, sizeof *o.metrics);
+        if (!o.out) {
+            fprintf(stderr, "paddle predict: cannot write %s: %s\n", output, strerror(errno));
+            rc = 1;
+        } else if ((rc = pd_predict(&r, &o)) < 0) {
+            fprintf(stderr, "paddle predict: %s\n", pd_err_msg());
+            rc = rc == PD_ERECIPE ? 2 : 1;
+        } else if (o.labelled) {
+            print_metrics(&r, &o);
+        } else {
+            fprintf(stderr, "%ld samples, without labels: no test cost\n", o.samples);
+        }
+        if (o.out && o.out != stdout && fclose(o.out) != 0 && rc == 0) {
+            fprintf(stderr, "paddle predict: cannot write %s: %s\n", output, strerror(errno));
+            rc = 1;
+        }
+        free(o.metrics);
         pd_recipe_free(&r);
     }
     pd_cli_free(&cli);
@@ -719,6 +779,16 @@ static const command commands[] = {
      "the test cost when data.test is set), and writes the model after each pass to\n"
      "SAVE_DIR/pass-NNNNN/ (one .npy per parameter and manifest.json; save_dir is\n"
      "\"output\" by default). --init_model DIR starts from a saved model.\n"},
+    {"predict", cmd_predict, "RECIPE --model DIR --input FILE [--output FILE] [--part all|train|test]",
+     "Write a saved model's predictions over a data file, one CSV line per sample.",
+     "Builds the recipe's model, loads DIR (SAVE_DIR/pass-NNNNN or SAVE_DIR/best),\n"
+     "reads FILE with the recipe's data format and runs the layers its `predict`\n"
+     "layer depends on. Each line holds the sample's ids where the format has them\n"
+     "(movielens: user_id, movie_id), then the prediction's values; to --output or\n"
+     "stdout. Labels are optional (csv rows may lack the label columns); when every\n"
+     "sample has them, the test cost and metrics over FILE go to stderr. --part:\n"
+     "all of FILE (default), or the part the recipe trains or tests on (uci_housing\n"
+     "and movielens hold a test part out of one file).\n"},
     {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--resume] [--key=value ...]",
      "Run the job: pservers and trainers (a local simulated cluster without hosts).",
      "Without hosts in the recipe, every pserver and trainer is a child process on\n"
