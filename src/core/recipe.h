@@ -102,6 +102,11 @@ typedef struct pd_recipe {
     int max_batches;    /* end each pass after this many batches (0: all) */
     char *mode, *device, *save_dir;
     char *checkpoint_dir; /* pservers save their shards under it after each pass */
+    int early_stop;     /* stop after this many passes without a better test value (0: never) */
+    char *early_stop_metric; /* NULL: the test cost */
+    char *early_stop_mode;   /* auto, min, max */
+    int save_period;    /* save every this many passes (the best and the last too) */
+    int keep_models;    /* keep the last this many saved passes plus the best (0: all) */
     double server_timeout;
     double heartbeat_timeout; /* seconds a silent node (later: role) may stay silent before it is dead */
 
