@@ -23,6 +23,7 @@
 #include "launch/rendezvous.h"
 #include "launch/secret.h"
 #include "launch/supervisor.h"
+#include "ps/layout.h"
 #include "ps/server.h"
 #include "ps/trainer.h"
 #include "core/crypto.h"
@@ -172,6 +173,107 @@ static void print_recipe(const pd_recipe *r, const pd_plan *plan)
         printf("metric   %s <- %s\n", r->metrics[i].name, r->layers[r->metrics[i].layer].name);
 }
 
+/* bytes as "520 B", "1.5 KiB", "2.3 MiB", "4.0 GiB" */
+static const char *human(double bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(buf, len, "%.0f B", bytes);
+    else snprintf(buf, len, "%.1f %s", bytes, units[u]);
+    return buf;
+}
+
+/* The ids an id_list sample is counted with when sizing activations. */
+#define SEQ_IDS_GUESS 8
+
+/* A trainer's activation memory at batch n: every layer's output and (but
+ * data layers) its gradient, rows x width x 4 bytes; id data layers hold 4
+ * bytes an id. A sequence has SEQ_IDS_GUESS rows a sample. */
+static double activation_bytes(const pd_recipe *r, long n)
+{
+    double total = 0;
+    for (int i = 0; i < r->nlayers; i++) {
+        const pd_layer_desc *d = &r->layers[i];
+        double rows = d->seq ? (double)n * SEQ_IDS_GUESS : (double)n;
+        if (strcmp(d->type, "data") != 0) total += rows * d->size * 4.0 * 2;
+        else if (!strcmp(d->kind, "dense")) total += rows * d->size * 4.0;
+        else total += rows * 4.0 + (d->seq ? (n + 1) * 4.0 : 0);
+    }
+    return total;
+}
+
+/* Per pserver: the dense blocks and table rows pd_layout_make places there,
+ * each float with its gradient and the optimizer's state. */
+static void print_shards(const pd_recipe *r, int kstate)
+{
+    pd_layout lay;
+    char a[32], b[32], c[32];
+    if (pd_layout_make(&lay, r, r->pservers) < 0) {
+        printf("  (no shard sizes: %s)\n", pd_err_msg());
+        return;
+    }
+    for (int s = 0; s < r->pservers; s++) {
+        double dense = 0, sparse = 0;
+        int nblocks = 0;
+        for (int k = 0; k < lay.nblocks; k++)
+            if (pd_block_owner(&lay, k) == s) {
+                dense += lay.blocks[k].len * 4.0;
+                nblocks++;
+            }
+        long rows = 0;
+        for (int t = 0; t < lay.ntables; t++) {
+            const pd_lparam *p = &lay.params[lay.tables[t]];
+            rows += pd_rows_on(&lay, p->rows, s);
+            sparse += (double)pd_rows_on(&lay, p->rows, s) * p->cols * 4.0;
+        }
+        printf("  pserver %d  %d dense block%s %s, %ld table rows %s; with gradients and optimizer state %s\n", s,
+               nblocks, nblocks == 1 ? "" : "s", human(dense, a, sizeof a), rows, human(sparse, b, sizeof b),
+               human((dense + sparse) * (2 + kstate), c, sizeof c));
+    }
+    pd_layout_free(&lay);
+}
+
+/* Bytes a row of each sparse table (a shared one once): what a table that
+ * grows costs per row on its pserver. */
+static void print_tables(const pd_recipe *r, int kstate)
+{
+    int n = 0;
+    for (int i = 0; i < r->nlayers; i++)
+        for (int j = 0; j < r->layers[i].nparams; j++) {
+            const pd_param_desc *p = &r->layers[i].params[j];
+            int seen = 0;
+            for (int k = 0; k <= i && !seen; k++)
+                for (int m = 0; m < r->layers[k].nparams && !(k == i && m >= j); m++)
+                    seen |= !strcmp(r->layers[k].params[m].name, p->name);
+            if (!p->sparse || seen) continue;
+            printf("%s%s %d B", n++ ? ", " : "  tables     a row of ", p->name, p->cols * 4);
+        }
+    if (n) printf(" (x%d with its gradient and optimizer state)\n", 2 + kstate);
+}
+
+/* What the job needs in memory, computed from the shapes alone. */
+static void print_sizes(const pd_recipe *r)
+{
+    char a[32], b[32], c[32];
+    double params = pd_recipe_params(r) * 4.0, act = activation_bytes(r, r->batch_size);
+    int kstate = pd_opt_state_floats(pd_opt_from_name(r->optimizer.type));
+    printf("memory   parameters %s, gradients %s, %s state %s (%d cop%s)\n", human(params, a, sizeof a),
+           human(params, b, sizeof b), r->optimizer.type, human(params * kstate, c, sizeof c), kstate,
+           kstate == 1 ? "y" : "ies");
+    print_shards(r, kstate);
+    print_tables(r, kstate);
+    printf("  trainer    parameters and gradients %s, activations %s at batch %d", human(params * 2, a, sizeof a),
+           human(act, b, sizeof b), r->batch_size);
+    int seq = 0;
+    for (int i = 0; i < r->nlayers; i++) seq |= r->layers[i].seq;
+    if (seq) printf(" (sequences counted at %d ids a sample)", SEQ_IDS_GUESS);
+    printf("\n  train      one process (paddle train): %s\n", human(params * (2 + kstate) + act, c, sizeof c));
+}
+
 static int load_recipe(pd_recipe *r, pd_cli *cli);
 
 static int cmd_check(int argc, char **argv)
@@ -199,6 +301,7 @@ static int cmd_check(int argc, char **argv)
         rc = 2;
     } else {
         print_recipe(&r, &plan);
+        print_sizes(&r);
         printf("ok\n");
     }
     pd_plan_free(&plan);
