@@ -43,6 +43,12 @@ have=$(cd output && ls -d pass-* | sort | tr '\n' ' ')
 if [ "$have" = "$want" ]; then pass keep-models
 else fail keep-models "output holds '$have', wanted '$want'"; fi
 
+# paddle predict on output/best gives the best pass's test cost
+bestline=$(grep "pass $best done" <<<"$out" | sed -n 's/.*test cost \([^,]*\),.*/\1/p')
+run_capture "$PADDLE" predict es.lua --model output/best --input data/uci_housing/housing.data --part test --output best.csv
+if [ "$rc" -eq 0 ] && [ -n "$bestline" ] && [[ "$out" == *"test cost $bestline,"* ]]; then pass predict-best
+else fail predict-best "rc $rc, wanted test cost '$bestline': $out"; fi
+
 # save_period 3 over 7 passes, the best (mode max: pass 0) and the last kept too
 recipe sp.lua 'passes = 7, save_period = 3, early_stop_mode = "max", save_dir = "sp"'
 run_capture "$PADDLE" train sp.lua

@@ -77,6 +77,10 @@ else
     fail predict-csv-without-labels "exit $rc: $out"
 fi
 
+run_capture "$PADDLE" help predict
+if [ "$rc" -eq 0 ] && [[ "$out" == *"usage: paddle predict RECIPE --model DIR --input FILE"* ]]; then pass predict-help
+else fail predict-help "exit $rc: $out"; fi
+
 # errors: one line each
 expect_error predict-no-model-dir 1 "model nope: no such directory" \
     "$PADDLE" predict fit.lua --model nope --input data/uci_housing/housing.data
