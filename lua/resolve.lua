@@ -193,6 +193,22 @@ function V.resolve(state, recipe_path, dirname)
   out.optimizer = { type = opt.type }
   for k in pairs(S.optimizer_fields) do out.optimizer[k] = opt[k] end
 
+  local st = out.settings
+  if st.early_stop > 0 and not out.data.test then
+    fail(key_where("settings", "early_stop"), "settings.early_stop needs a test set (data.test) to watch")
+  end
+  if st.early_stop_metric then
+    local names = {}
+    for _, m in ipairs(metrics) do
+      names[#names + 1] = m.name
+      if m.name == st.early_stop_metric then names = nil break end
+    end
+    if names then
+      fail(key_where("settings", "early_stop_metric"), "settings.early_stop_metric '%s' is not a metric of the model (%s)",
+        st.early_stop_metric, #names > 0 and table.concat(names, ", ") or "it has none")
+    end
+  end
+
   if not out.data.train then
     fail(key_where("data", "train"), "missing data.train: data { train = \"train.list\", format = \"...\" }")
   end

@@ -76,6 +76,11 @@ S.blocks = {
     checkpoint_dir = str(nil),
     checkpoint_period = int(1, 2000000000, 200), -- sync: global steps between checkpoints
     checkpoint_keep = int(1, 1000, 2),
+    early_stop = int(0, 1000000, 0),          -- 0: train every pass
+    early_stop_metric = str(nil),             -- nil: the test cost
+    early_stop_mode = enum({ "auto", "min", "max" }, "auto"),
+    save_period = int(1, 1000000, 1),
+    keep_models = int(0, 1000000, 0),         -- 0: keep every saved pass
     threads = int(0, 1024, 0),
     num_gradient_servers = int(1, 4096, nil),
   },

@@ -25,4 +25,7 @@ end
 
 optimizer = nn.sgd { learning_rate = 0.001 }
 
-settings { batch_size = 20, passes = 100, log_period = 10 }
+-- train until the test cost stops falling (5 passes without a better one;
+-- about 650 passes here), 1000 at most; keep the last 3 models and the best
+-- (output/best links it)
+settings { batch_size = 20, passes = 1000, log_period = 10, early_stop = 5, keep_models = 3 }

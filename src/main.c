@@ -15,6 +15,7 @@
 #include "launch/ssh.h"
 #include "lua/recipe.h"
 #include "nn/net.h"
+#include "nn/predict.h"
 #include "nn/train.h"
 #include "launch/env.h"
 #include "launch/k8s.h"
@@ -22,6 +23,7 @@
 #include "launch/rendezvous.h"
 #include "launch/secret.h"
 #include "launch/supervisor.h"
+#include "ps/layout.h"
 #include "ps/server.h"
 #include "ps/trainer.h"
 #include "core/crypto.h"
@@ -30,6 +32,8 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 
+#include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -169,6 +173,107 @@ static void print_recipe(const pd_recipe *r, const pd_plan *plan)
         printf("metric   %s <- %s\n", r->metrics[i].name, r->layers[r->metrics[i].layer].name);
 }
 
+/* bytes as "520 B", "1.5 KiB", "2.3 MiB", "4.0 GiB" */
+static const char *human(double bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(buf, len, "%.0f B", bytes);
+    else snprintf(buf, len, "%.1f %s", bytes, units[u]);
+    return buf;
+}
+
+/* The ids an id_list sample is counted with when sizing activations. */
+#define SEQ_IDS_GUESS 8
+
+/* A trainer's activation memory at batch n: every layer's output and (but
+ * data layers) its gradient, rows x width x 4 bytes; id data layers hold 4
+ * bytes an id. A sequence has SEQ_IDS_GUESS rows a sample. */
+static double activation_bytes(const pd_recipe *r, long n)
+{
+    double total = 0;
+    for (int i = 0; i < r->nlayers; i++) {
+        const pd_layer_desc *d = &r->layers[i];
+        double rows = d->seq ? (double)n * SEQ_IDS_GUESS : (double)n;
+        if (strcmp(d->type, "data") != 0) total += rows * d->size * 4.0 * 2;
+        else if (!strcmp(d->kind, "dense")) total += rows * d->size * 4.0;
+        else total += rows * 4.0 + (d->seq ? (n + 1) * 4.0 : 0);
+    }
+    return total;
+}
+
+/* Per pserver: the dense blocks and table rows pd_layout_make places there,
+ * each float with its gradient and the optimizer's state. */
+static void print_shards(const pd_recipe *r, int kstate)
+{
+    pd_layout lay;
+    char a[32], b[32], c[32];
+    if (pd_layout_make(&lay, r, r->pservers) < 0) {
+        printf("  (no shard sizes: %s)\n", pd_err_msg());
+        return;
+    }
+    for (int s = 0; s < r->pservers; s++) {
+        double dense = 0, sparse = 0;
+        int nblocks = 0;
+        for (int k = 0; k < lay.nblocks; k++)
+            if (pd_block_owner(&lay, k) == s) {
+                dense += lay.blocks[k].len * 4.0;
+                nblocks++;
+            }
+        long rows = 0;
+        for (int t = 0; t < lay.ntables; t++) {
+            const pd_lparam *p = &lay.params[lay.tables[t]];
+            rows += pd_rows_on(&lay, p->rows, s);
+            sparse += (double)pd_rows_on(&lay, p->rows, s) * p->cols * 4.0;
+        }
+        printf("  pserver %d  %d dense block%s %s, %ld table rows %s; with gradients and optimizer state %s\n", s,
+               nblocks, nblocks == 1 ? "" : "s", human(dense, a, sizeof a), rows, human(sparse, b, sizeof b),
+               human((dense + sparse) * (2 + kstate), c, sizeof c));
+    }
+    pd_layout_free(&lay);
+}
+
+/* Bytes a row of each sparse table (a shared one once): what a table that
+ * grows costs per row on its pserver. */
+static void print_tables(const pd_recipe *r, int kstate)
+{
+    int n = 0;
+    for (int i = 0; i < r->nlayers; i++)
+        for (int j = 0; j < r->layers[i].nparams; j++) {
+            const pd_param_desc *p = &r->layers[i].params[j];
+            int seen = 0;
+            for (int k = 0; k <= i && !seen; k++)
+                for (int m = 0; m < r->layers[k].nparams && !(k == i && m >= j); m++)
+                    seen |= !strcmp(r->layers[k].params[m].name, p->name);
+            if (!p->sparse || seen) continue;
+            printf("%s%s %d B", n++ ? ", " : "  tables     a row of ", p->name, p->cols * 4);
+        }
+    if (n) printf(" (x%d with its gradient and optimizer state)\n", 2 + kstate);
+}
+
+/* What the job needs in memory, computed from the shapes alone. */
+static void print_sizes(const pd_recipe *r)
+{
+    char a[32], b[32], c[32];
+    double params = pd_recipe_params(r) * 4.0, act = activation_bytes(r, r->batch_size);
+    int kstate = pd_opt_state_floats(pd_opt_from_name(r->optimizer.type));
+    printf("memory   parameters %s, gradients %s, %s state %s (%d cop%s)\n", human(params, a, sizeof a),
+           human(params, b, sizeof b), r->optimizer.type, human(params * kstate, c, sizeof c), kstate,
+           kstate == 1 ? "y" : "ies");
+    print_shards(r, kstate);
+    print_tables(r, kstate);
+    printf("  trainer    parameters and gradients %s, activations %s at batch %d", human(params * 2, a, sizeof a),
+           human(act, b, sizeof b), r->batch_size);
+    int seq = 0;
+    for (int i = 0; i < r->nlayers; i++) seq |= r->layers[i].seq;
+    if (seq) printf(" (sequences counted at %d ids a sample)", SEQ_IDS_GUESS);
+    printf("\n  train      one process (paddle train): %s\n", human(params * (2 + kstate) + act, c, sizeof c));
+}
+
 static int load_recipe(pd_recipe *r, pd_cli *cli);
 
 static int cmd_check(int argc, char **argv)
@@ -196,6 +301,7 @@ static int cmd_check(int argc, char **argv)
         rc = 2;
     } else {
         print_recipe(&r, &plan);
+        print_sizes(&r);
         printf("ok\n");
     }
     pd_plan_free(&plan);
@@ -267,6 +373,63 @@ static int cmd_train(int argc, char **argv)
             fprintf(stderr, "paddle: %s\n", pd_err_msg());
             rc = stop_flag ? 130 : 1;
         }
+        pd_recipe_free(&r);
+    }
+    pd_cli_free(&cli);
+    return rc;
+}
+
+/* --- predict --------------------------------------------------------------- */
+
+/* "test cost C, NAME M, ..., test rmse R": the pass line's test part. */
+static void print_metrics(const pd_recipe *r, const pd_predict_opts *o)
+{
+    fprintf(stderr, "%ld samples, test cost %.6g", o->samples, o->cost);
+    for (int i = 0; i < r->nmetrics; i++) fprintf(stderr, ", %s %.6g", r->metrics[i].name, o->metrics[i]);
+    const pd_layer_desc *c = &r->layers[r->cost];
+    if (!strcmp(c->type, "square_error_cost") && r->layers[c->inputs[0]].size == 1)
+        fprintf(stderr, ", test rmse %.4f", sqrt(o->cost));
+    fprintf(stderr, "\n");
+}
+
+static int cmd_predict(int argc, char **argv)
+{
+    static const char *const known[] = {"model", "input", "output", "part", NULL};
+    static const char *const parts[] = {"all", "train", "test"};
+    static const int part_ids[] = {PD_PART_ALL, PD_PART_TRAIN, PD_PART_TEST};
+    pd_cli cli;
+    pd_recipe r;
+    int rc = pd_cli_parse(&cli, "predict", argc, argv, 1, 1, known);
+    if (rc) return rc;
+    pd_predict_opts o = {.model = pd_cli_opt(&cli, "model"), .input = pd_cli_opt(&cli, "input"), .part = -1};
+    const char *part = pd_cli_opt(&cli, "part"), *output = pd_cli_opt(&cli, "output");
+    for (size_t i = 0; i < PD_COUNT(parts); i++)
+        if (!strcmp(part ? part : "all", parts[i])) o.part = part_ids[i];
+    if (!o.model || !o.input) {
+        fprintf(stderr, "paddle predict: --model DIR and --input FILE are required\n");
+        rc = 2;
+    } else if (o.part < 0) {
+        fprintf(stderr, "paddle predict: --part must be all, train or test, got '%s'\n", part);
+        rc = 2;
+    } else if ((rc = load_recipe(&r, &cli)) == 0) {
+        o.out = output ? fopen(output, "w") : stdout;
+        o.metrics = pd_xcalloc((size_t)r.nmetrics + 1, sizeof *o.metrics);
+        if (!o.out) {
+            fprintf(stderr, "paddle predict: cannot write %s: %s\n", output, strerror(errno));
+            rc = 1;
+        } else if ((rc = pd_predict(&r, &o)) < 0) {
+            fprintf(stderr, "paddle predict: %s\n", pd_err_msg());
+            rc = rc == PD_ERECIPE ? 2 : 1;
+        } else if (o.labelled) {
+            print_metrics(&r, &o);
+        } else {
+            fprintf(stderr, "%ld samples, without labels: no test cost\n", o.samples);
+        }
+        if (o.out && o.out != stdout && fclose(o.out) != 0 && rc == 0) {
+            fprintf(stderr, "paddle predict: cannot write %s: %s\n", output, strerror(errno));
+            rc = 1;
+        }
+        free(o.metrics);
         pd_recipe_free(&r);
     }
     pd_cli_free(&cli);
@@ -721,6 +884,16 @@ static const command commands[] = {
      "the test cost when data.test is set), and writes the model after each pass to\n"
      "SAVE_DIR/pass-NNNNN/ (one .npy per parameter and manifest.json; save_dir is\n"
      "\"output\" by default). --init_model DIR starts from a saved model.\n"},
+    {"predict", cmd_predict, "RECIPE --model DIR --input FILE [--output FILE] [--part all|train|test]",
+     "Write a saved model's predictions over a data file, one CSV line per sample.",
+     "Builds the recipe's model, loads DIR (SAVE_DIR/pass-NNNNN or SAVE_DIR/best),\n"
+     "reads FILE with the recipe's data format and runs the layers its `predict`\n"
+     "layer depends on. Each line holds the sample's ids where the format has them\n"
+     "(movielens: user_id, movie_id), then the prediction's values; to --output or\n"
+     "stdout. Labels are optional (csv rows may lack the label columns); when every\n"
+     "sample has them, the test cost and metrics over FILE go to stderr. --part:\n"
+     "all of FILE (default), or the part the recipe trains or tests on (uci_housing\n"
+     "and movielens hold a test part out of one file).\n"},
     {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--resume] [--key=value ...]",
      "Run the job: pservers and trainers (a local simulated cluster without hosts).",
      "Without hosts in the recipe, every pserver and trainer is a child process on\n"

@@ -42,6 +42,8 @@ void pd_recipe_free(pd_recipe *r)
     free(r->device);
     free(r->save_dir);
     free(r->checkpoint_dir);
+    free(r->early_stop_metric);
+    free(r->early_stop_mode);
     for (int i = 0; i < r->nlayers; i++) {
         pd_layer_desc *d = &r->layers[i];
         free(d->name); free(d->type); free(d->kind); free(d->slot);

@@ -104,6 +104,11 @@ typedef struct pd_recipe {
     char *checkpoint_dir; /* consistent checkpoints go under it (docs/faults.md) */
     int checkpoint_period;  /* sync: global steps between two checkpoints */
     int checkpoint_keep;    /* complete checkpoints kept */
+    int early_stop;     /* stop after this many passes without a better test value (0: never) */
+    char *early_stop_metric; /* NULL: the test cost */
+    char *early_stop_mode;   /* auto, min, max */
+    int save_period;    /* save every this many passes (the best and the last too) */
+    int keep_models;    /* keep the last this many saved passes plus the best (0: all) */
     double server_timeout;
     double heartbeat_timeout; /* seconds a silent node (later: role) may stay silent before it is dead */
 

@@ -40,6 +40,8 @@ struct pd_reader {
     int nslots;
     colmap *cols;       /* per slot, table formats */
     int ncols_needed;
+    int ncols_required; /* of the slots opts.need asks for */
+    long unlabeled;     /* rows that lacked the other slots */
     char sep;
     int skip_bad;
     char **files;
@@ -296,6 +298,16 @@ static int parse_columns(pd_reader *rd)
     return 0;
 }
 
+/* The columns a row must have when opts.need lets the other slots be missing. */
+static void required_columns(pd_reader *rd)
+{
+    rd->ncols_required = rd->ncols_needed;
+    if (!rd->o.need || !rd->cols) return;
+    rd->ncols_required = 0;
+    for (int i = 0; i < rd->nslots; i++)
+        if (rd->o.need[i] && rd->cols[i].last + 1 > rd->ncols_required) rd->ncols_required = rd->cols[i].last + 1;
+}
+
 /* --- parsing one line ---------------------------------------------------------- */
 
 /* Split a numeric row; returns the number of values or -1 (message set). */
@@ -349,12 +361,23 @@ static int parse_numbers(char *line, char sep, double *vals, int max, const char
 static int stage_row(pd_reader *rd, const double *vals, int n, const char *file, long lineno)
 {
     pd_batch *st = &rd->stage;
-    if (n < rd->ncols_needed)
-        return pd_err_set(PD_EDATA, "%s:%ld: %d fields, the model reads %d", file, lineno, n, rd->ncols_needed);
+    if (n < rd->ncols_required)
+        return pd_err_set(PD_EDATA, "%s:%ld: %d fields, the model reads %d", file, lineno, n, rd->ncols_required);
+    if (n < rd->ncols_needed) {
+        pthread_mutex_lock(&rd->mu);
+        rd->unlabeled++;
+        pthread_mutex_unlock(&rd->mu);
+    }
     pd_batch_clear(st);
     for (int i = 0; i < rd->nslots; i++) {
         pd_slot *s = &st->slots[i];
         const colmap *c = &rd->cols[i];
+        if (c->last >= n) { /* a slot opts.need lets be missing: zeros */
+            if (s->kind == PD_SLOT_DENSE) memset(pd_slot_push_dense(s, 0), 0, (size_t)s->width * sizeof(float));
+            else if (s->kind == PD_SLOT_ID) pd_slot_push_id(s, 0, 0);
+            else pd_slot_push_ids(s, 0, NULL, 0);
+            continue;
+        }
         if (s->kind == PD_SLOT_DENSE) {
             float *dst = pd_slot_push_dense(s, 0);
             for (int k = c->first; k <= c->last; k++) dst[k - c->first] = (float)vals[k];
@@ -686,7 +709,7 @@ static int run_pass(pd_reader *rd)
     rd->sample_index = 0;
     if (rd->format == FMT_UCI) {
         int split = (int)(rd->uci_rows * 0.8);
-        int lo = rd->o.part == PD_PART_TRAIN ? 0 : split;
+        int lo = rd->o.part == PD_PART_TEST ? split : 0;
         int hi = rd->o.part == PD_PART_TRAIN ? split : rd->uci_rows;
         double vals[14];
         for (int i = lo; i < hi; i++) {
@@ -703,7 +726,9 @@ static int run_pass(pd_reader *rd)
         int want_test = rd->o.part == PD_PART_TEST;
         for (long i = 0; i < rd->ml->nratings; i++) {
             const pd_ml_rating *x = &rd->ml->ratings[i];
-            if (pd_movielens_is_test(x->user, x->movie, rd->r->test_fraction) != want_test) continue;
+            if (rd->o.part != PD_PART_ALL &&
+                pd_movielens_is_test(x->user, x->movie, rd->r->test_fraction) != want_test)
+                continue;
             pd_movielens_stage(rd->ml, i, rd->ml_fields, &rd->stage);
             if (offer(rd) < 0) return -1;
         }
@@ -786,9 +811,9 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
         rc = pd_err_set(PD_ERECIPE, "%s: the model has no data layer to read into", r->path);
         goto err;
     }
-    const char *path = o->part == PD_PART_TRAIN ? r->train : r->test;
+    const char *path = o->part == PD_PART_TEST ? r->test : r->train;
     if (!path) {
-        rc = pd_err_set(PD_ERECIPE, "%s: no data.%s", r->path, o->part == PD_PART_TRAIN ? "train" : "test");
+        rc = pd_err_set(PD_ERECIPE, "%s: no data.%s", r->path, o->part == PD_PART_TEST ? "test" : "train");
         goto err;
     }
     if ((rc = resolve_files(rd, path)) < 0) goto err;
@@ -796,6 +821,7 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
     if (rd->format != FMT_LIBSVM && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH &&
         rd->format != FMT_CRITEO && (rc = parse_columns(rd)) < 0)
         goto err;
+    required_columns(rd);
     if (rd->format == FMT_CRITEO && (rc = pd_criteo_bind(&rd->criteo, rd->layout, rd->nslots, r)) < 0) goto err;
     if (rd->format == FMT_UCI && (rc = load_uci(rd)) < 0) goto err;
     if (rd->format == FMT_MOVIELENS) {
@@ -892,6 +918,14 @@ static void install_wake(void)
     struct sigaction sa = {.sa_handler = on_wake};
     sigemptyset(&sa.sa_mask);
     sigaction(WAKE_SIGNAL, &sa, NULL);
+}
+
+long pd_reader_unlabeled(pd_reader *rd)
+{
+    pthread_mutex_lock(&rd->mu);
+    long n = rd->unlabeled;
+    pthread_mutex_unlock(&rd->mu);
+    return n;
 }
 
 void pd_reader_close(pd_reader *rd)

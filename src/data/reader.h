@@ -33,7 +33,8 @@
 #include "batch.h"
 #include "../core/recipe.h"
 
-enum { PD_PART_TRAIN, PD_PART_TEST };
+/* PD_PART_ALL: every sample of data.train, none held out (paddle predict) */
+enum { PD_PART_TRAIN, PD_PART_TEST, PD_PART_ALL };
 
 /* Longest line a table reader takes (csv, libsvm, uci_housing, .list):
  * a longer one is an error, found before more than this is held. */
@@ -50,6 +51,11 @@ typedef struct pd_reader_opts {
                          * of a pass depends only on (seed, share, pass) */
     volatile int *stop; /* set (by a signal handler): pd_reader_next returns
                          * PD_EINTR, and the thread stops, within ~0.2 s */
+    /* NULL: every slot in every sample. Else need[i] for slot i of
+     * pd_reader_layout(): 0 marks a slot (a label) that csv rows may lack:
+     * a row with the columns of every needed slot but not of the others gets
+     * zeros there and counts in pd_reader_unlabeled(). */
+    const unsigned char *need;
 } pd_reader_opts;
 
 typedef struct pd_reader pd_reader;
@@ -67,6 +73,8 @@ long pd_reader_pass_samples(const pd_reader *rd);
 /* Make pd_reader_next return PD_EINTR (within ~0.1 s, also while it waits
  * for the reader thread) once *stop is set: a signal handler's flag. */
 void pd_reader_set_stop(pd_reader *rd, volatile int *stop);
+/* Samples so far that lacked a slot opts.need allowed to be missing. */
+long pd_reader_unlabeled(pd_reader *rd);
 void pd_reader_close(pd_reader *rd);
 
 /* The slot layout the recipe's model reads (one per data layer). */

@@ -201,6 +201,11 @@ static void read_settings(lua_State *L, int top, pd_recipe *r)
     r->device = get_str(L, t, "device");
     r->save_dir = get_str(L, t, "save_dir");
     r->checkpoint_dir = get_str(L, t, "checkpoint_dir");
+    r->early_stop = get_int(L, t, "early_stop");
+    r->early_stop_metric = get_str(L, t, "early_stop_metric");
+    r->early_stop_mode = get_str(L, t, "early_stop_mode");
+    r->save_period = get_int(L, t, "save_period");
+    r->keep_models = get_int(L, t, "keep_models");
     r->server_timeout = get_num(L, t, "server_timeout");
     r->checkpoint_period = get_int(L, t, "checkpoint_period");
     r->checkpoint_keep = get_int(L, t, "checkpoint_keep");

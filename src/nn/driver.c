@@ -1,6 +1,7 @@
 /* driver.c - the training loop shared by local and distributed training. */
 #include "driver.h"
 #include "auc.h"
+#include "keep.h"
 #include "npy.h"
 #include "../core/log.h"
 #include "../core/pd.h"
@@ -78,18 +79,13 @@ static void metrics_text(const pd_recipe *r, const double *m, char *buf, size_t 
 }
 
 /* ", test cost C, metric M..., test rmse R" of the model on the test set */
-static int test_text(pd_net *net, pd_reader *test, double *test_cost, char *buf, size_t len)
+static int test_text(pd_net *net, pd_reader *test, double *test_cost, double *tm, char *buf, size_t len)
 {
     const pd_recipe *r = net->r;
-    double *tm = pd_xcalloc((size_t)r->nmetrics + 1, sizeof *tm);
     long n = pd_evaluate(net, test, test_cost, tm);
-    if (n < 0) {
-        free(tm);
-        return (int)n;
-    }
+    if (n < 0) return (int)n;
     snprintf(buf, len, ", test cost %.6g", *test_cost);
     metrics_text(r, tm, buf + strlen(buf), len - strlen(buf));
-    free(tm);
     /* a square error on one output: its root is the error in the label's units (stars) */
     const pd_layer_desc *costl = &r->layers[r->cost];
     if (!strcmp(costl->type, "square_error_cost") && r->layers[costl->inputs[0]].size == 1)
@@ -97,21 +93,37 @@ static int test_text(pd_net *net, pd_reader *test, double *test_cost, char *buf,
     return 0;
 }
 
-int pd_pass_end(pd_net *net, pd_reader *test, int save, int pass, long samples, double secs, double sum)
+/* Whether pass is saved (keep NULL: every pass), and early stopping's word. */
+static int keep_pass(pd_keep *keep, int pass, double test_cost, const double *tm)
+{
+    if (!keep) return 1;
+    int save = pd_keep_pass(keep, pass, test_cost, tm);
+    if (keep->stop)
+        PD_INFO("early stop: %s has not improved for %d passes; the best is pass %d (%.6g)", pd_keep_what(keep),
+                keep->r->early_stop, keep->best_pass, keep->best);
+    return save;
+}
+
+int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass, long samples, double secs,
+                double sum)
 {
     const pd_recipe *r = net->r;
-    double test_cost = NAN;
+    double test_cost = NAN, *tm = pd_xcalloc((size_t)r->nmetrics + 1, sizeof *tm);
     char ttext[320] = "";
-    int rc;
-    if (test && (rc = test_text(net, test, &test_cost, ttext, sizeof ttext)) < 0) return rc;
-    PD_INFO("pass %d done: %ld samples in %.2f s (%.0f samples/s), train cost %.6g%s", pass, samples, secs,
-            samples / secs, samples ? sum / samples : NAN, ttext);
-    if (!save) return 0;
+    int rc = test ? test_text(net, test, &test_cost, tm, ttext, sizeof ttext) : 0;
+    if (rc == 0) {
+        PD_INFO("pass %d done: %ld samples in %.2f s (%.0f samples/s), train cost %.6g%s", pass, samples, secs,
+                samples / secs, samples ? sum / samples : NAN, ttext);
+        if (save) save = keep_pass(keep, pass, test ? test_cost : NAN, tm);
+    }
+    free(tm);
+    if (rc < 0 || !save) return rc;
     char *dir = pd_xasprintf("%s/pass-%05d", r->save_dir, pass);
     pd_model_info info = {.pass = pass, .train_cost = samples ? sum / samples : NAN, .test_cost = test_cost,
                           .samples = samples};
     rc = pd_model_save(net, dir, &info);
     if (rc == 0) PD_INFO("model saved to %s", dir);
+    if (rc == 0 && keep) rc = pd_keep_saved(keep, pass);
     free(dir);
     return rc;
 }
@@ -223,7 +235,7 @@ static int run_pass(pd_driver *d, pass_state *s)
     return rc;
 }
 
-static int end_pass(pd_driver *d, pass_state *s)
+static int end_pass(pd_driver *d, pass_state *s, pd_keep *keep)
 {
     const pd_step_ops *ops = d->ops;
     int rc;
@@ -232,11 +244,23 @@ static int end_pass(pd_driver *d, pass_state *s)
     if (ops->pass_end && (rc = ops->pass_end(d->ctx, d->net, s->pass)) < 0) return rc;
     double secs = pd_now() - s->t0;
     if (d->save && ops->sync_model && (rc = ops->sync_model(d->ctx, d->net)) < 0) return rc;
-    rc = pd_pass_end(d->net, d->save ? d->test : NULL, d->save, s->pass, s->samples, secs, s->sum);
+    rc = pd_pass_end(d->net, d->save ? d->test : NULL, keep, d->save, s->pass, s->samples, secs, s->sum);
     if (rc < 0) return rc;
     if (ops->pass_done && (rc = ops->pass_done(d->ctx, d->net, s->pass)) < 0) return rc;
     if (pd_reader_skipped(d->train))
         PD_WARN("%ld malformed lines skipped so far (data.on_error = \"skip\")", pd_reader_skipped(d->train));
+    return 0;
+}
+
+/* Early stopping said stop: local training does (1); the trainers of a
+ * distributed job go on to `passes` (0), since the others cannot be told. */
+static int early_stop(pd_driver *d, pd_keep *keep)
+{
+    if (d->early_stop) return 1;
+    if (keep->stop == 1)
+        PD_WARN("early_stop: a distributed job trains all %d passes; %s/best links the best pass", d->r->passes,
+                d->r->save_dir);
+    keep->stop = 2;
     return 0;
 }
 
@@ -246,13 +270,17 @@ int pd_drive(pd_driver *d)
     double last_progress = pd_now();
     /* a signal stops training even while it waits on the reader */
     pd_reader_set_stop(d->train, d->stop);
+    pd_keep keep;
+    pd_keep_init(&keep, d->r);
     for (int pass = d->start_pass; pass < d->r->passes && rc == 0; pass++) {
         pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .tty = tty,
                         .skip = pass == d->start_pass ? d->start_batch : 0};
         if ((rc = run_pass(d, &s)) < 0) break;
         if (d->stop && *d->stop) rc = pd_err_set(PD_EINTR, "interrupted");
-        else rc = end_pass(d, &s);
+        else rc = end_pass(d, &s, &keep);
         last_progress = s.last_progress;
+        if (rc == 0 && keep.stop && early_stop(d, &keep)) break;
     }
+    pd_keep_free(&keep);
     return rc;
 }

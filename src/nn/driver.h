@@ -13,6 +13,7 @@
 #ifndef PD_DRIVER_H
 #define PD_DRIVER_H
 
+#include "keep.h"
 #include "net.h"
 #include "../data/reader.h"
 
@@ -37,6 +38,7 @@ typedef struct pd_driver {
     pd_reader *train;
     pd_reader *test;        /* NULL: no test cost; owned by the driver */
     int save;               /* evaluate test and save the model after each pass */
+    int early_stop;         /* end training when settings.early_stop says so */
     volatile int *stop;     /* set by a signal handler: stop cleanly */
     const pd_step_ops *ops;
     void *ctx;
@@ -56,8 +58,10 @@ int pd_drive(pd_driver *d);
 long pd_evaluate(pd_net *net, pd_reader *rd, double *cost, double *metrics);
 
 /* After a pass: the test cost (when test is not NULL) and metrics, the pass
- * line in the log, and, when save, the model saved to SAVE_DIR/pass-NNNNN. */
-int pd_pass_end(pd_net *net, pd_reader *test, int save, int pass, long samples, double secs, double sum);
+ * line in the log, and, when save, the model saved to SAVE_DIR/pass-NNNNN
+ * (keep NULL: every pass; else as keep says, which also tracks the best). */
+int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass, long samples, double secs,
+                double sum);
 
 /* Open the training / test reader of a recipe for share/nshares. stop may
  * be NULL. */

@@ -505,6 +505,32 @@ int pd_net_forward(pd_net *net, double *cost)
     return 0;
 }
 
+void pd_net_live(const pd_net *net, int layer, uint8_t *live)
+{
+    memset(live, 0, (size_t)net->nlayers);
+    live[layer] = 1;
+    for (int i = layer; i >= 0; i--) {
+        if (!live[i]) continue;
+        const pd_layer *l = &net->layers[i];
+        for (int j = 0; j < l->nin; j++) live[l->in[j]->index] = 1;
+    }
+}
+
+int pd_net_forward_to(pd_net *net, int layer)
+{
+    int rc = 0;
+    uint8_t *live = pd_xmalloc((size_t)net->nlayers);
+    pd_net_live(net, layer, live);
+    for (int i = 0; i <= layer && rc == 0; i++) {
+        pd_layer *l = &net->layers[i];
+        if (!live[i] || l->is_data) continue;
+        l->n = net->n;
+        rc = l->ops->forward(l);
+    }
+    free(live);
+    return rc;
+}
+
 double pd_net_mean(pd_net *net, int layer)
 {
     pd_layer *l = &net->layers[layer];

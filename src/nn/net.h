@@ -111,6 +111,11 @@ int pd_net_bind(pd_net *net, const pd_batch *b);
 /* Forward through every layer; *cost: the mean cost over the batch.
  * 0, or < 0 when a layer failed (out of memory), naming it. */
 int pd_net_forward(pd_net *net, double *cost);
+/* Forward only the layers `layer` depends on (a prediction without the
+ * cost and its label). 0 or < 0, naming the layer that failed. */
+int pd_net_forward_to(pd_net *net, int layer);
+/* live[i] = 1 for `layer` and every layer it depends on (nlayers bytes). */
+void pd_net_live(const pd_net *net, int layer, uint8_t *live);
 /* Mean over the batch of a layer's per-sample output (costs, metrics). */
 double pd_net_mean(pd_net *net, int layer);
 /* Zero parameter gradients, then backpropagate the cost. 0 or < 0. */

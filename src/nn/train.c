@@ -27,7 +27,7 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
 
     PD_INFO("training %s: %d passes, batch %d, %s on %s, %ld parameters", r->path, r->passes, r->batch_size,
             r->optimizer.type, be->name, pd_recipe_params(r));
-    pd_driver d = {.r = r, .net = &net, .train = train, .test = test, .save = 1, .stop = o->stop,
+    pd_driver d = {.r = r, .net = &net, .train = train, .test = test, .save = 1, .early_stop = 1, .stop = o->stop,
                    .ops = &local_ops};
     rc = pd_drive(&d);
     test = d.test;

@@ -126,3 +126,53 @@ else
         fail check-allocates-nothing "exit $rc: $(tail -n 3 <<<"$out")"
     fi
 fi
+
+# `paddle check` sizes the job; figures worked out by hand:
+# parameters: fc_0.w_0 [6, 3] + fc_0.b_0 [1, 3] + embedding_0.w_0 [5, 2] = 31 floats = 124 B; adam: 2 x 124 B.
+# pservers: block 0 (fc_0.w_0, 72 B) on 0, block 1 (fc_0.b_0, 12 B) on 1; table rows 0, 2, 4 (24 B) on 0,
+# 1 and 3 (16 B) on 1; each float with its gradient and 2 adam copies: x4 = 384 B and 112 B.
+# activations at batch 10: x 10*4*4 = 160, u and y 40 each (ids), embedding 10*2*4*2 = 160,
+# concat 10*6*4*2 = 480, fc 10*3*4*2 = 240, cost 10*1*4*2 = 80: 1200 B = 1.2 KiB;
+# one process: 124 * 4 + 1200 = 1696 B = 1.7 KiB.
+cat >sizes.lua <<'R'
+job { pservers = 2, trainers = 1 }
+data { train = "t.csv", format = "csv" }
+model = function(nn)
+  local x, u, y = nn.data("x", 4), nn.id("u", 5), nn.id("y", 3)
+  local p = nn.fc(nn.concat { x, nn.embedding(u, 2) }, 3, { act = "softmax" })
+  return nn.cross_entropy(p, y)
+end
+optimizer = nn.adam {}
+settings { batch_size = 10 }
+R
+run_capture "$PADDLE" check sizes.lua
+has check-size-params "memory   parameters 124 B, gradients 124 B, adam state 248 B (2 copies)"
+has check-size-pserver0 "  pserver 0  1 dense block 72 B, 3 table rows 24 B; with gradients and optimizer state 384 B"
+has check-size-pserver1 "  pserver 1  1 dense block 12 B, 2 table rows 16 B; with gradients and optimizer state 112 B"
+has check-size-table "  tables     a row of embedding_0.w_0 8 B (x4 with its gradient and optimizer state)"
+has check-size-trainer "  trainer    parameters and gradients 248 B, activations 1.2 KiB at batch 10"
+has check-size-local "  train      one process (paddle train): 1.7 KiB"
+run_capture "$PADDLE" check sizes.lua --batch_size=1000
+has check-size-batch "activations 117.2 KiB at batch 1000"
+sed 's/nn.adam {}/nn.momentum {}/' sizes.lua >momentum.lua
+run_capture "$PADDLE" check momentum.lua
+has check-size-momentum "momentum state 124 B (1 copy)"
+
+# a 10M x 32 table (1.2 GiB, 4.8 GiB with adam) checks in little memory: nothing is allocated
+cat >big.lua <<'R'
+data { train = "t.csv", format = "csv" }
+model = function(nn)
+  local u, y = nn.id("u", 10000000), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(nn.embedding(u, 32), 1), y)
+end
+optimizer = nn.adam {}
+R
+out=$(ulimit -v 800000; "$PADDLE" check big.lua 2>&1)
+rc=$?
+if [[ "$PADDLE" == *-asan ]]; then
+    skip check-size-no-allocation "AddressSanitizer reserves its shadow memory beyond any ulimit -v"
+elif [ "$rc" -eq 0 ] && [[ "$out" == *"memory   parameters 1.2 GiB, gradients 1.2 GiB, adam state 2.4 GiB"* ]]; then
+    pass check-size-no-allocation
+else
+    fail check-size-no-allocation "rc $rc under ulimit -v 800000: $(tail -n 3 <<<"$out")"
+fi

@@ -46,6 +46,18 @@ else rmse_ok train "$out"; fi
 if [ -f output/pass-00003/manifest.json ] && [ -f output/pass-00003/embedding_0.w_0.npy ]; then pass train_model_saved
 else fail train_model_saved "no output/pass-00003 with the user embedding"; fi
 
+# paddle predict over the held-out ratings: user id, movie id, rating a line,
+# and the test cost of pass 3's line
+want=$(grep -o 'pass 3 done.*test cost [0-9.e+-]*' <<<"$out" | awk '{print $NF}')
+run_capture "$PADDLE" predict recommendation.lua --model output/pass-00003 --input data/ml-gen --part test --output pred.csv
+got=$(sed -n 's/.*test cost \([^,]*\),.*/\1/p' <<<"$out")
+if [ "$rc" -eq 0 ] && [ -n "$want" ] && [ "$got" = "$want" ] && [ "$(wc -l <pred.csv)" -gt 1000 ] &&
+    awk -F, 'NF != 3 || $1 < 1 || $1 > 6040 || $2 < 1 || $2 > 3952 || $3 < -5 || $3 > 5 { bad = 1 } END { exit bad }' pred.csv; then
+    pass predict
+else
+    fail predict "rc $rc, test cost '$got' vs pass 3's '$want': $out $(head -n 2 pred.csv)"
+fi
+
 run_capture "$PADDLE" run recommendation.lua --passes=5 --log_period=100000 --save_dir=run_out
 if [ $rc -ne 0 ]; then fail run "paddle run failed (rc $rc): $(tail -n 20 <<<"$out")"
 else rmse_ok run "$out"; fi

@@ -1,0 +1,109 @@
+# early_stop.sh - settings.early_stop, early_stop_metric/mode, save_period,
+# keep_models and output/best, with `paddle train` and `paddle run`.
+. "$ROOT/tests/integration/lib.sh"
+PY=/usr/bin/python3
+
+"$ROOT/recipes/prepare.sh" || { fail prepare "recipes/prepare.sh failed"; exit 0; }
+mkdir -p data/uci_housing && cp "$ROOT/recipes/data/uci_housing/housing.data" data/uci_housing/
+
+recipe() { # FILE SETTINGS
+    cat >"$1" <<R
+data { train = "data/uci_housing/housing.data", test = "data/uci_housing/housing.data", format = "uci_housing" }
+job { pservers = 1, trainers = 2 }
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local p = nn.fc(x, 1)
+  return { cost = nn.square_error_cost(p, y), predict = p }
+end
+optimizer = nn.sgd { learning_rate = 0.01 }
+settings { batch_size = 20, $2 }
+R
+}
+
+# stops 3 passes after the lowest test cost, well before the cap; best links
+# that pass; only the last 2 saved passes and the best stay
+recipe es.lua 'passes = 5000, early_stop = 3, save_period = 10, keep_models = 2'
+run_capture "$PADDLE" train es.lua
+last=$(grep -o 'pass [0-9]* done' <<<"$out" | tail -n 1 | awk '{print $2}')
+best=$(grep -o 'pass [0-9]* done.*test cost [0-9.e+-]*' <<<"$out" |
+    awk '{c = $NF; if (n == 0 || c < m) { m = c; b = $2 } n++} END {print b}')
+if [ "$rc" -eq 0 ] && [ -n "$last" ] && [ "$last" -lt 4999 ] && [ "$((last - best))" -eq 3 ] &&
+    [[ "$out" == *"early stop: test cost has not improved for 3 passes; the best is pass $best "* ]]; then
+    pass early-stop-test-cost
+else
+    fail early-stop-test-cost "rc $rc, last pass '$last', lowest test cost at '$best': $(tail -n 3 <<<"$out")"
+fi
+if [ "$(readlink output/best)" = "$(printf 'pass-%05d' "$best")" ]; then pass best-link
+else fail best-link "output/best -> '$(readlink output/best)', wanted pass $best"; fi
+# saved: every 10th pass, each new best, the last; kept: the last 2 saved and the best
+want=$(grep -o 'model saved to output/pass-[0-9]*' <<<"$out" | sed 's#.*/##' | tail -n 2;
+    printf 'pass-%05d\n' "$best")
+want=$(sort -u <<<"$want" | tr '\n' ' ')
+have=$(cd output && ls -d pass-* | sort | tr '\n' ' ')
+if [ "$have" = "$want" ]; then pass keep-models
+else fail keep-models "output holds '$have', wanted '$want'"; fi
+
+# paddle predict on output/best gives the best pass's test cost
+bestline=$(grep "pass $best done" <<<"$out" | sed -n 's/.*test cost \([^,]*\),.*/\1/p')
+run_capture "$PADDLE" predict es.lua --model output/best --input data/uci_housing/housing.data --part test --output best.csv
+if [ "$rc" -eq 0 ] && [ -n "$bestline" ] && [[ "$out" == *"test cost $bestline,"* ]]; then pass predict-best
+else fail predict-best "rc $rc, wanted test cost '$bestline': $out"; fi
+
+# save_period 3 over 7 passes, the best (mode max: pass 0) and the last kept too
+recipe sp.lua 'passes = 7, save_period = 3, early_stop_mode = "max", save_dir = "sp"'
+run_capture "$PADDLE" train sp.lua
+saved=$(grep -o 'model saved to sp/pass-[0-9]*' <<<"$out" | sed 's#.*/##' | tr '\n' ' ')
+if [ "$rc" -eq 0 ] && [ "$saved" = "pass-00000 pass-00002 pass-00005 pass-00006 " ] &&
+    [ "$(cd sp && ls -d pass-* | tr '\n' ' ')" = "$saved" ]; then
+    pass save-period
+else
+    fail save-period "rc $rc, saved '$saved'"
+fi
+
+# without early_stop nothing changes: every pass saved and kept
+recipe all.lua 'passes = 4, save_dir = "all"'
+run_capture "$PADDLE" train all.lua
+if [ "$rc" -eq 0 ] && [ "$(ls -d all/pass-* | wc -l)" -eq 4 ] && [ "$(readlink all/best)" = pass-00003 ]; then
+    pass default-keeps-all
+else
+    fail default-keeps-all "rc $rc: $(ls all)"
+fi
+
+# mode max on the test cost: the first pass is the best, stop 2 passes later
+recipe max.lua 'passes = 50, early_stop = 2, early_stop_mode = "max", save_dir = "max"'
+run_capture "$PADDLE" train max.lua
+if [ "$rc" -eq 0 ] && grep -q 'pass 2 done' <<<"$out" && ! grep -q 'pass 3 done' <<<"$out" &&
+    [ "$(readlink max/best)" = pass-00000 ]; then
+    pass early-stop-mode-max
+else
+    fail early-stop-mode-max "rc $rc, best -> $(readlink max/best): $(tail -n 3 <<<"$out")"
+fi
+
+# a metric by name: cost layer reused as a metric called "mse" (goes down)
+sed -e 's/predict = p }/predict = p, metrics = { mse = nn.square_error_cost(p, y) } }/' \
+    -e 's/early_stop = 3,/early_stop = 3, early_stop_metric = "mse",/' es.lua >metric.lua
+sed -i 's/settings { batch_size = 20,/settings { batch_size = 20, save_dir = "metric",/' metric.lua
+run_capture "$PADDLE" train metric.lua
+if [ "$rc" -eq 0 ] && [[ "$out" == *"early stop: mse has not improved for 3 passes"* ]] && [ -L metric/best ]; then
+    pass early-stop-metric
+else
+    fail early-stop-metric "rc $rc: $(tail -n 3 <<<"$out")"
+fi
+
+# recipe errors: one line, exit 2
+sed 's/early_stop_metric = "mse"/early_stop_metric = "auc"/' metric.lua >badmetric.lua
+expect_error early-stop-unknown-metric 2 "settings.early_stop_metric 'auc' is not a metric of the model (mse)" \
+    "$PADDLE" check badmetric.lua
+sed 's/, test = "data\/uci_housing\/housing.data"//' es.lua >notest.lua
+expect_error early-stop-needs-test 2 "settings.early_stop needs a test set (data.test)" "$PADDLE" check notest.lua
+expect_error early-stop-bad-mode 2 "early_stop_mode" "$PADDLE" check es.lua --early_stop_mode=up
+
+# distributed: trainer 0 tracks the best and keeps models, the job trains every pass
+recipe dist.lua 'passes = 12, early_stop = 1, early_stop_mode = "max", keep_models = 1, save_dir = "dist"'
+run_capture "$PADDLE" run dist.lua
+if [ "$rc" -eq 0 ] && grep -q 'pass 11 done' <<<"$out" && [[ "$out" == *"a distributed job trains all 12 passes"* ]] &&
+    [ "$(readlink dist/best)" = pass-00000 ] && [ "$(cd dist && ls -d pass-* | tr '\n' ' ')" = "pass-00000 pass-00011 " ]; then
+    pass early-stop-distributed
+else
+    fail early-stop-distributed "rc $rc, dist: $(ls dist 2>&1): $(tail -n 5 <<<"$out")"
+fi

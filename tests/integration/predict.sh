@@ -1,0 +1,106 @@
+# predict.sh - `paddle predict`: a trained fit-a-line model's predictions
+# against NumPy over the saved .npy files, the test cost against the pass
+# line of the same model, csv input without labels, and the errors.
+. "$ROOT/tests/integration/lib.sh"
+PY=/usr/bin/python3
+
+"$ROOT/recipes/prepare.sh" || { fail prepare "recipes/prepare.sh failed"; exit 0; }
+data="$ROOT/recipes/data/uci_housing/housing.data"
+mkdir -p data/uci_housing && cp "$data" data/uci_housing/
+
+cat >fit.lua <<'R'
+data { train = "data/uci_housing/housing.data", test = "data/uci_housing/housing.data", format = "uci_housing" }
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local p = nn.fc(x, 1)
+  return { cost = nn.square_error_cost(p, y), predict = p }
+end
+optimizer = nn.sgd { learning_rate = 0.01 }
+settings { batch_size = 20, passes = 3 }
+R
+run_capture "$PADDLE" train fit.lua
+if [ "$rc" -ne 0 ]; then fail train "paddle train failed: $out"; exit 0; fi
+pass_cost=$(printf '%s\n' "$out" | sed -n 's/.*pass 2 done:.*test cost \([^,]*\),.*/\1/p')
+
+# every row of the file, in file order: one line each, as NumPy computes them
+"$PADDLE" predict fit.lua --model output/pass-00002 --input data/uci_housing/housing.data >all.csv 2>all.err
+rc=$?
+rows=$(wc -l <all.csv)
+if [ "$rc" -eq 0 ] && [ "$rows" -eq 506 ]; then pass predict-rows; else fail predict-rows "exit $rc, $rows rows: $(cat all.err)"; fi
+if $PY - "$data" output/pass-00002 all.csv <<'P'; then pass predict-matches-numpy; else fail predict-matches-numpy "predictions differ from x @ w + b"; fi
+import sys
+import numpy as np
+rows = np.loadtxt(sys.argv[1], dtype=np.float64)
+x = rows[:, :13]
+x = (x - x.mean(0)) / (x.max(0) - x.min(0))
+w = np.load(sys.argv[2] + "/fc_0.w_0.npy").astype(np.float64)
+b = np.load(sys.argv[2] + "/fc_0.b_0.npy").astype(np.float64).reshape(-1)
+want = (x @ w).reshape(-1) + b[0]
+got = np.loadtxt(sys.argv[3], dtype=np.float64, ndmin=1)
+sys.exit(0 if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-4) else 1)
+P
+
+# the recipe's test part: the cost the pass line reported for this model
+run_capture "$PADDLE" predict fit.lua --model output/pass-00002 --input data/uci_housing/housing.data --part test \
+    --output test.csv
+cost=$(printf '%s\n' "$out" | sed -n 's/.*test cost \([^,]*\),.*/\1/p')
+if [ "$rc" -eq 0 ] && [ -n "$pass_cost" ] && [ "$cost" = "$pass_cost" ] && [ "$(wc -l <test.csv)" -eq 102 ] &&
+    [[ "$out" == *"test rmse "* ]]; then
+    pass predict-test-cost
+else
+    fail predict-test-cost "exit $rc, cost '$cost' vs the pass line's '$pass_cost': $out"
+fi
+
+# csv: the label column may be absent; then no test cost
+cat >csv.lua <<'R'
+data { train = "train.csv", format = "csv", columns = { "x=1-13", "y=14" } }
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local p = nn.fc(x, 1)
+  return { cost = nn.square_error_cost(p, y), predict = p }
+end
+optimizer = nn.sgd { learning_rate = 0.000001 }
+settings { batch_size = 7, passes = 1 }
+R
+$PY -c "
+import numpy as np
+r = np.loadtxt('$data')
+np.savetxt('train.csv', r[:50], delimiter=',', fmt='%.6g')
+np.savetxt('nolabel.csv', r[:50, :13], delimiter=',', fmt='%.6g')"
+"$PADDLE" train csv.lua --save_dir=csv_out >csv_train.log 2>&1 || fail csv-train "$(tail -1 csv_train.log)"
+run_capture "$PADDLE" predict csv.lua --model csv_out/pass-00000 --input nolabel.csv --output nl.csv
+"$PADDLE" predict csv.lua --model csv_out/pass-00000 --input train.csv --output wl.csv 2>/dev/null
+if [ "$rc" -eq 0 ] && [ "$(wc -l <nl.csv)" -eq 50 ] && cmp -s nl.csv wl.csv && [[ "$out" == *"without labels"* ]] &&
+    [[ "$out" != *"test cost "*","* ]]; then
+    pass predict-csv-without-labels
+else
+    fail predict-csv-without-labels "exit $rc: $out"
+fi
+
+run_capture "$PADDLE" help predict
+if [ "$rc" -eq 0 ] && [[ "$out" == *"usage: paddle predict RECIPE --model DIR --input FILE"* ]]; then pass predict-help
+else fail predict-help "exit $rc: $out"; fi
+
+# errors: one line each
+expect_error predict-no-model-dir 1 "model nope: no such directory" \
+    "$PADDLE" predict fit.lua --model nope --input data/uci_housing/housing.data
+mkdir -p empty
+expect_error predict-not-a-model 1 "no manifest.json" \
+    "$PADDLE" predict fit.lua --model empty --input data/uci_housing/housing.data
+sed 's/nn.fc(x, 1)/nn.fc(nn.fc(x, 4), 1)/' fit.lua >deeper.lua
+expect_error predict-other-recipe-names 1 "a model of another recipe?" \
+    "$PADDLE" predict deeper.lua --model output/pass-00002 --input data/uci_housing/housing.data
+sed -e 's/nn.data("x", 13)/nn.data("x", 12)/' -e 's/x=1-13/x=1-12/' -e 's/y=14/y=13/' csv.lua >narrow.lua
+expect_error predict-other-recipe-shapes 1 "differs from the model's (12, 1): a model of another recipe?" \
+    "$PADDLE" predict narrow.lua --model csv_out/pass-00000 --input train.csv
+$PY -c "
+import numpy as np
+np.savetxt('short.csv', np.loadtxt('$data')[:5, :10], delimiter=',', fmt='%.6g')"
+expect_error predict-missing-slot 1 "10 fields, the model reads 13" \
+    "$PADDLE" predict csv.lua --model csv_out/pass-00000 --input short.csv --output short.out
+sed 's/return { cost = nn.square_error_cost(p, y), predict = p }/return nn.square_error_cost(p, y)/' fit.lua >nopred.lua
+expect_error predict-no-predict-layer 2 "the model has no predict layer" \
+    "$PADDLE" predict nopred.lua --model output/pass-00002 --input data/uci_housing/housing.data
+expect_error predict-needs-model 2 "--model DIR and --input FILE are required" "$PADDLE" predict fit.lua --input x
+expect_error predict-bad-part 2 "--part must be all, train or test" \
+    "$PADDLE" predict fit.lua --model output/pass-00002 --input x --part=some
