@@ -129,7 +129,7 @@ sync_case fit_sync fit_a_line.lua --passes=150 --checkpoint_period=40 --log_peri
 sync_case rec_sync recommendation.lua --passes=3 --checkpoint_period=15 --log_period=100000 --batch_size=64
 
 # async: the same kill; the final test cost within 5% of an uninterrupted run
-last_test_cost() { grep -o 'test cost [0-9.e+-]*' "$1" | tail -n 1 | awk '{print $3}'; }
+last_test_cost() { grep 'pass [0-9]* done' "$1" | grep -o 'test cost [0-9.e+-]*' | tail -n 1 | awk '{print $3}'; }
 async_case() { # NAME RECIPE ARGS...
     local name=$1 recipe=$2; shift 2
     mkdir -p $name
