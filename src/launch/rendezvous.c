@@ -283,7 +283,9 @@ static void missing(master *m, char *out, size_t len)
         if (!here) l += (size_t)snprintf(out + l, len - l, "%s%d", l ? ", " : "", r);
     }
     char tmp[512];
-    snprintf(tmp, sizeof tmp, "%s %s (%s)", strchr(out, ',') ? "ranks" : "rank", out, m->o->rank_var);
+    if (snprintf(tmp, sizeof tmp, "%s %s (%s)", strchr(out, ',') ? "ranks" : "rank", out, m->o->rank_var) >=
+        (int)sizeof tmp)
+        memcpy(tmp + sizeof tmp - 4, "...", 4); /* a long list of ranks ends in "..." */
     snprintf(out, len, "%s", tmp);
 }
 
@@ -418,8 +420,10 @@ static int master_run(const pd_rdv_opts *o, int lfd, pd_rdv_result *res)
     if (!m.err[0] && m.registered < o->size) {
         char miss[512];
         missing(&m, miss, sizeof miss);
-        snprintf(m.err, sizeof m.err, "%s never arrived at the rendezvous (%s:%d) within %.0f s%s%s", miss,
-                 o->master_host, o->master_port, o->timeout, m.refused[0] ? "; refused: " : "", m.refused);
+        if (snprintf(m.err, sizeof m.err, "%s never arrived at the rendezvous (%s:%d) within %.0f s%s%s", miss,
+                     o->master_host, o->master_port, o->timeout, m.refused[0] ? "; refused: " : "",
+                     m.refused) >= (int)sizeof m.err)
+            memcpy(m.err + sizeof m.err - 4, "...", 4);
     }
     if (!m.err[0] && master_finish(&m, res) < 0) rc = -1;
     if (m.err[0]) {
