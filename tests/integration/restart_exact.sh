@@ -3,7 +3,9 @@
 # pserver (then a trainer) SIGKILLed in the middle of the job -> the job
 # restarts from its last complete checkpoint, completes, and its final
 # parameters equal those of an uninterrupted run (max relative difference
-# <= 1e-5). No process is left behind.
+# <= 1e-5). The same for a trainer stopped with SIGSTOP and for a network
+# cut (a firewall rule in a network namespace the test makes): each is named
+# within heartbeat_timeout + 5 s. No process is left behind.
 . "$ROOT/tests/integration/lib.sh"
 PY=/usr/bin/python3
 
@@ -79,3 +81,57 @@ killed --pserver_id=1 pserver_killed_same_result
 check pserver_killed_no_leftovers no_leftovers
 killed --trainer_id=0 trainer_killed_same_result
 check trainer_killed_no_leftovers no_leftovers
+
+# A hang: trainer 1 stopped with SIGSTOP. The pservers name it within
+# heartbeat_timeout (3 s here) + 5 s, the job restarts from its checkpoint
+# and ends with the same parameters.
+hung() { # NAME WRAP...: run the job (through WRAP), then call hang_$NAME once a checkpoint is complete
+    local name=$1 i launcher t0 named; shift
+    "$@" "$PADDLE" run "$recipe" "${opts[@]}" --restarts=2 --heartbeat_timeout=3 --checkpoint_dir=ck_$name \
+        --save_dir=out_$name >$name.out 2>&1 &
+    launcher=$!
+    for i in $(seq 1 300); do ls ck_$name/ckpt-*/complete >/dev/null 2>&1 && break; sleep 0.1; done
+    if ! ls ck_$name/ckpt-*/complete >/dev/null 2>&1 || ! hang_$name; then
+        fail $name "no checkpoint, or nothing to hang: $(tail -n 3 $name.out)"
+        kill "$launcher"; wait "$launcher"; return
+    fi
+    t0=$(date +%s.%N)
+    for i in $(seq 1 150); do grep -q "$hang_pattern" $name.out && break; sleep 0.1; done
+    named=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+    for i in $(seq 1 1200); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$launcher" 2>/dev/null; then
+        kill -9 "$launcher"; fail $name "the job did not end within 120 s"; return
+    fi
+    wait "$launcher"; rc=$?
+    if [ $rc -ne 0 ] || ! grep -q "$hang_pattern" $name.out || ! awk -v n="$named" 'BEGIN { exit !(n <= 8) }' ||
+       ! grep -q 'restarting the job from its last checkpoint' $name.out; then
+        fail $name "rc $rc, named after $named s: $(grep -E "^paddle|$hang_pattern" $name.out | tail -n 4)"; return
+    fi
+    if msg=$(same_model $last out_$name/pass-00299); then pass $name; echo "$name: named after $named s; $msg"
+    else fail $name "$msg"; fi
+}
+hang_trainer_stopped() { local v; v=$(role_pid --trainer_id=1); [ -n "$v" ] && kill -STOP "$v"; }
+hang_pattern='trainer 1 sent nothing for'
+hung trainer_stopped env
+check trainer_stopped_no_leftovers no_leftovers
+
+# A network cut: the job runs in a network namespace of its own; a firewall
+# rule there drops every packet to pserver 1's ports. Named within the
+# heartbeat timeout, restarted (on new ports), same parameters.
+ns=pdcut$$
+if [ "$(id -u)" -eq 0 ] && ip netns add $ns 2>/dev/null && ip netns exec $ns ip link set lo up &&
+   ip netns exec $ns iptables -L INPUT >/dev/null 2>&1; then
+    hang_network_cut() {
+        local ports
+        ports=$(grep -o '\[pserver 1\] .*Server listening on 127.0.0.1:[0-9]* (ports [0-9]*-[0-9]*)' network_cut.out |
+                tail -n 1 | sed -E 's/.*ports ([0-9]+)-([0-9]+)\)/\1:\2/')
+        [ -n "$ports" ] && ip netns exec $ns iptables -A INPUT -p tcp --dport "$ports" -j DROP
+    }
+    hang_pattern='sent nothing for\|pserver 1 .*hung\|did not answer'
+    hung network_cut ip netns exec $ns
+    check network_cut_no_leftovers no_leftovers
+    ip netns del $ns
+else
+    ip netns del $ns 2>/dev/null
+    skip network_cut "needs root, network namespaces and iptables"
+fi
