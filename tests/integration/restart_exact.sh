@@ -51,6 +51,7 @@ P
 run_capture timeout 120 "$PADDLE" run "$recipe" "${opts[@]}" --checkpoint_dir=ck_ref --save_dir=ref
 [ $rc -eq 0 ] || { fail uninterrupted "rc $rc: $(tail -n 3 <<<"$out")"; exit 0; }
 last=ref/pass-00299
+ref_steps=$(grep -o 'trainer 0 finished: [0-9]* steps' <<<"$out" | awk '{print $4}')
 
 # killed ROLE-OPTION NAME: kill that role once a checkpoint is complete
 killed() {
@@ -135,3 +136,24 @@ else
     ip netns del $ns 2>/dev/null
     skip network_cut "needs root, network namespaces and iptables"
 fi
+
+# paddle run --resume after the launcher was SIGKILLed: the job continues
+# from its last complete checkpoint (the steps before it are not trained
+# again) and ends with the uninterrupted result
+"$PADDLE" run "$recipe" "${opts[@]}" --checkpoint_dir=ck_resume --save_dir=out_resume >resume1.out 2>&1 &
+launcher=$!
+for i in $(seq 1 300); do ls ck_resume/ckpt-*/complete >/dev/null 2>&1 && break; sleep 0.1; done
+kill -9 "$launcher"; wait "$launcher" 2>/dev/null
+sleep 0.5 # the roles die with their launcher
+check launcher_killed_no_leftovers no_leftovers
+run_capture timeout 120 "$PADDLE" run "$recipe" "${opts[@]}" --checkpoint_dir=ck_resume --save_dir=out_resume --resume
+from=$(grep -o 'trainer 0: resuming from the checkpoint of step [0-9]*' <<<"$out" | awk '{print $NF}')
+steps=$(grep -o 'trainer 0 finished: [0-9]* steps' <<<"$out" | awk '{print $4}')
+if [ $rc -eq 0 ] && [ -n "$from" ] && [ "$from" -gt 0 ] && [ -n "$steps" ] && [ $((steps + from)) -eq "$ref_steps" ] &&
+   msg=$(same_model $last out_resume/pass-00299); then
+    pass resume_after_launcher_killed
+    echo "resumed from step $from; trainer 0 trained $steps steps more ($ref_steps uninterrupted); $msg"
+else
+    fail resume_after_launcher_killed "rc $rc, from '$from', steps '$steps': $(grep '^paddle' <<<"$out" | tail -n 3) $msg"
+fi
+check resume_no_leftovers no_leftovers
