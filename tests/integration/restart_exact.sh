@@ -5,7 +5,10 @@
 # parameters equal those of an uninterrupted run (max relative difference
 # <= 1e-5). The same for a trainer stopped with SIGSTOP and for a network
 # cut (a firewall rule in a network namespace the test makes): each is named
-# within heartbeat_timeout + 5 s. No process is left behind.
+# within heartbeat_timeout + 5 s. paddle run --resume after a SIGKILLed
+# launcher trains only what follows the checkpoint. The recommender with a
+# pserver killed gives the same parameters too; async with a trainer killed,
+# a final test cost within 5%. No process is left behind.
 . "$ROOT/tests/integration/lib.sh"
 PY=/usr/bin/python3
 
@@ -157,3 +160,57 @@ else
     fail resume_after_launcher_killed "rc $rc, from '$from', steps '$steps': $(grep '^paddle' <<<"$out" | tail -n 3) $msg"
 fi
 check resume_no_leftovers no_leftovers
+
+# The recommender (embeddings, sparse rows, Adam), sync: a pserver SIGKILLed
+# mid-pass, restarts = 1 -> the same parameters as without the kill.
+"$PADDLE" gen movielens --out data/ml-gen --ratings 20000 --seed 3 >/dev/null 2>&1
+rec="$T/exactrec.lua"
+cp "$ROOT/recipes/recommendation.lua" "$rec"
+recopts=(--passes=3 --batch_size=64 --checkpoint_period=15 --log_period=1000000 --keep_models=0 --early_stop=0)
+run_capture timeout 200 "$PADDLE" run "$rec" "${recopts[@]}" --checkpoint_dir=ck_recref --save_dir=recref
+if [ $rc -ne 0 ]; then
+    fail recommender_pserver_killed_same_result "uninterrupted run: rc $rc: $(tail -n 3 <<<"$out")"
+else
+    "$PADDLE" run "$rec" "${recopts[@]}" --restarts=1 --checkpoint_dir=ck_rec --save_dir=recout >rec.out 2>&1 &
+    launcher=$!
+    for i in $(seq 1 600); do ls ck_rec/ckpt-*/complete >/dev/null 2>&1 && break; sleep 0.1; done
+    victim=""
+    for p in /proc/[0-9]*; do
+        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$rec" &&
+            tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- '--pserver_id=0 ' && victim=${p#/proc/}
+    done
+    [ -n "$victim" ] && kill -9 "$victim"
+    for i in $(seq 1 2000); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$launcher" 2>/dev/null && kill -9 "$launcher"
+    wait "$launcher"; rc=$?
+    if [ -n "$victim" ] && [ $rc -eq 0 ] && grep -q 'restart 1 of 1' rec.out &&
+       msg=$(same_model recref/pass-00002 recout/pass-00002); then
+        pass recommender_pserver_killed_same_result; echo "recommender: $msg"
+    else
+        fail recommender_pserver_killed_same_result "victim '$victim', rc $rc: $(grep '^paddle' rec.out | tail -n 3) $msg"
+    fi
+fi
+rec_left=$(for p in /proc/[0-9]*; do tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$rec" && echo "${p#/proc/}"; done)
+if [ -z "$rec_left" ]; then pass recommender_no_leftovers; else kill -9 $rec_left; fail recommender_no_leftovers "left: $rec_left"; fi
+
+# async fit-a-line: a trainer SIGKILLed, restarts = 1 -> the final test cost
+# within 5% of an uninterrupted async run
+pass_cost() { grep 'pass 299 done' "$1" | grep -o 'test cost [0-9.e+-]*' | tail -n 1 | awk '{print $3}'; }
+aopts=("${opts[@]/--mode=sync/--mode=async}")
+"$PADDLE" run "$recipe" "${aopts[@]}" --checkpoint_dir=ck_aref --save_dir=aref >aref.out 2>&1
+"$PADDLE" run "$recipe" "${aopts[@]}" --restarts=1 --checkpoint_dir=ck_async --save_dir=aout >async.out 2>&1 &
+launcher=$!
+for i in $(seq 1 300); do ls ck_async/ckpt-*/complete >/dev/null 2>&1 && break; sleep 0.1; done
+victim=$(role_pid --trainer_id=1)
+[ -n "$victim" ] && kill -9 "$victim"
+for i in $(seq 1 1200); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$launcher" 2>/dev/null && kill -9 "$launcher"
+wait "$launcher"; rc=$?
+a=$(pass_cost aref.out); b=$(pass_cost async.out)
+if [ -n "$victim" ] && [ $rc -eq 0 ] && grep -q 'restart 1 of 1' async.out && [ -n "$a" ] && [ -n "$b" ] &&
+   awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05 * a) }'; then
+    pass async_trainer_killed_within_5pct; echo "async: test cost $a uninterrupted, $b after the kill"
+else
+    fail async_trainer_killed_within_5pct "victim '$victim', rc $rc, costs '$a' '$b': $(grep '^paddle' async.out | tail -n 3)"
+fi
+check async_no_leftovers no_leftovers
