@@ -2,15 +2,6 @@
 #include "net.h"
 #include "../core/pd.h"
 
-static int setup(pd_layer *l)
-{
-    int rc;
-    if ((rc = pd_layer_check(l, 2, 1)) < 0 || (rc = pd_layer_need_dense(l, 0, -1)) < 0 ||
-        (rc = pd_layer_need_dense(l, 1, l->in[0]->size)) < 0)
-        return rc;
-    return 0;
-}
-
 static int forward(pd_layer *l)
 {
     pd_layer *a = l->in[0], *b = l->in[1];
@@ -29,4 +20,4 @@ static int backward(pd_layer *l)
     return 0;
 }
 
-const pd_layer_ops pd_layer_cos_sim = {"cos_sim", setup, forward, backward, NULL};
+const pd_layer_ops pd_layer_cos_sim = {"cos_sim", pd_layer_setup_pair, forward, backward, NULL};

@@ -195,6 +195,15 @@ int pd_layer_need_dense(const pd_layer *l, int j, int width)
     return 0;
 }
 
+int pd_layer_setup_pair(pd_layer *l)
+{
+    int rc;
+    if ((rc = pd_layer_check(l, 2, 1)) < 0 || (rc = pd_layer_need_dense(l, 0, -1)) < 0 ||
+        (rc = pd_layer_need_dense(l, 1, l->in[0]->size)) < 0)
+        return rc;
+    return 0;
+}
+
 int pd_layer_need_ids(const pd_layer *l, int j, int lists)
 {
     const pd_layer *x = l->in[j];

@@ -142,6 +142,9 @@ int pd_layer_fail(const pd_layer *l, const char *fmt, ...) __attribute__((format
 int pd_layer_check(const pd_layer *l, int nin, int size);
 int pd_layer_need_dense(const pd_layer *l, int j, int width);
 int pd_layer_need_ids(const pd_layer *l, int j, int lists);
+/* The setup of a layer that compares two dense inputs of the same width
+ * into one value per sample (costs, cos_sim). */
+int pd_layer_setup_pair(pd_layer *l);
 /* Parameter j exists with shape [rows, cols]. */
 int pd_layer_need_param(const pd_layer *l, int j, int rows, int cols);
 /* The setup of cross_entropy, softmax_cross_entropy, classification_error:
