@@ -16,8 +16,10 @@ PY=/usr/bin/python3
     cp "$ROOT/recipes/data/uci_housing/housing.data" data/uci_housing/
 recipe="$T/exactjob.lua"
 cp "$ROOT/recipes/fit_a_line.lua" "$recipe"
-opts=(--passes=300 --checkpoint_period=100 --log_period=1000000 --keep_models=0 --early_stop=0 --mode=sync)
+opts=(--passes=1000 --checkpoint_period=100 --log_period=1000000 --keep_models=0 --early_stop=0 --mode=sync)
 
+# a complete checkpoint exists (old ones vanish while we look: no ls)
+have_ckpt() { local f; for f in "$1"/ckpt-*/complete; do [ -e "$f" ] && return 0; done; return 1; }
 job_pids() {
     local p
     for p in /proc/[0-9]*; do
@@ -53,7 +55,7 @@ P
 
 run_capture timeout 120 "$PADDLE" run "$recipe" "${opts[@]}" --checkpoint_dir=ck_ref --save_dir=ref
 [ $rc -eq 0 ] || { fail uninterrupted "rc $rc: $(tail -n 3 <<<"$out")"; exit 0; }
-last=ref/pass-00299
+last=ref/pass-00999
 ref_steps=$(grep -o 'trainer 0 finished: [0-9]* steps' <<<"$out" | awk '{print $4}')
 
 # killed ROLE-OPTION NAME: kill that role once a checkpoint is complete
@@ -62,9 +64,9 @@ killed() {
     "$PADDLE" run "$recipe" "${opts[@]}" --restarts=1 --checkpoint_dir=ck_$name --save_dir=out_$name \
         >$name.out 2>&1 &
     launcher=$!
-    for i in $(seq 1 300); do ls ck_$name/ckpt-*/complete >/dev/null 2>&1 && break; sleep 0.1; done
+    for i in $(seq 1 300); do have_ckpt ck_$name && break; sleep 0.1; done
     victim=$(role_pid "$role")
-    if [ -z "$victim" ] || ! ls ck_$name/ckpt-*/complete >/dev/null 2>&1; then
+    if [ -z "$victim" ] || ! have_ckpt ck_$name; then
         fail $name "no checkpoint or no $role to kill: $(tail -n 3 $name.out)"
         kill "$launcher"; wait "$launcher"; return
     fi
@@ -78,7 +80,7 @@ killed() {
        ! grep -q 'resuming from checkpoint' $name.out; then
         fail $name "rc $rc: $(grep '^paddle' $name.out | tail -n 4)"; return
     fi
-    if msg=$(same_model $last out_$name/pass-00299); then pass $name; echo "$name: $msg"
+    if msg=$(same_model $last out_$name/pass-00999); then pass $name; echo "$name: $msg"
     else fail $name "$msg"; fi
 }
 killed --pserver_id=1 pserver_killed_same_result
@@ -94,8 +96,8 @@ hung() { # NAME WRAP...: run the job (through WRAP), then call hang_$NAME once a
     "$@" "$PADDLE" run "$recipe" "${opts[@]}" --restarts=2 --heartbeat_timeout=3 --checkpoint_dir=ck_$name \
         --save_dir=out_$name >$name.out 2>&1 &
     launcher=$!
-    for i in $(seq 1 300); do ls ck_$name/ckpt-*/complete >/dev/null 2>&1 && break; sleep 0.1; done
-    if ! ls ck_$name/ckpt-*/complete >/dev/null 2>&1 || ! hang_$name; then
+    for i in $(seq 1 300); do have_ckpt ck_$name && break; sleep 0.1; done
+    if ! have_ckpt ck_$name || ! hang_$name; then
         fail $name "no checkpoint, or nothing to hang: $(tail -n 3 $name.out)"
         kill "$launcher"; wait "$launcher"; return
     fi
@@ -111,7 +113,7 @@ hung() { # NAME WRAP...: run the job (through WRAP), then call hang_$NAME once a
        ! grep -q 'restarting the job from its last checkpoint' $name.out; then
         fail $name "rc $rc, named after $named s: $(grep -E "^paddle|$hang_pattern" $name.out | tail -n 4)"; return
     fi
-    if msg=$(same_model $last out_$name/pass-00299); then pass $name; echo "$name: named after $named s; $msg"
+    if msg=$(same_model $last out_$name/pass-00999); then pass $name; echo "$name: named after $named s; $msg"
     else fail $name "$msg"; fi
 }
 hang_trainer_stopped() { local v; v=$(role_pid --trainer_id=1); [ -n "$v" ] && kill -STOP "$v"; }
@@ -145,7 +147,7 @@ fi
 # again) and ends with the uninterrupted result
 "$PADDLE" run "$recipe" "${opts[@]}" --checkpoint_dir=ck_resume --save_dir=out_resume >resume1.out 2>&1 &
 launcher=$!
-for i in $(seq 1 300); do ls ck_resume/ckpt-*/complete >/dev/null 2>&1 && break; sleep 0.1; done
+for i in $(seq 1 300); do have_ckpt ck_resume && break; sleep 0.1; done
 kill -9 "$launcher"; wait "$launcher" 2>/dev/null
 sleep 0.5 # the roles die with their launcher
 check launcher_killed_no_leftovers no_leftovers
@@ -153,7 +155,7 @@ run_capture timeout 120 "$PADDLE" run "$recipe" "${opts[@]}" --checkpoint_dir=ck
 from=$(grep -o 'trainer 0: resuming from the checkpoint of step [0-9]*' <<<"$out" | awk '{print $NF}')
 steps=$(grep -o 'trainer 0 finished: [0-9]* steps' <<<"$out" | awk '{print $4}')
 if [ $rc -eq 0 ] && [ -n "$from" ] && [ "$from" -gt 0 ] && [ -n "$steps" ] && [ $((steps + from)) -eq "$ref_steps" ] &&
-   msg=$(same_model $last out_resume/pass-00299); then
+   msg=$(same_model $last out_resume/pass-00999); then
     pass resume_after_launcher_killed
     echo "resumed from step $from; trainer 0 trained $steps steps more ($ref_steps uninterrupted); $msg"
 else
@@ -173,7 +175,7 @@ if [ $rc -ne 0 ]; then
 else
     "$PADDLE" run "$rec" "${recopts[@]}" --restarts=1 --checkpoint_dir=ck_rec --save_dir=recout >rec.out 2>&1 &
     launcher=$!
-    for i in $(seq 1 600); do ls ck_rec/ckpt-*/complete >/dev/null 2>&1 && break; sleep 0.1; done
+    for i in $(seq 1 600); do have_ckpt ck_rec && break; sleep 0.1; done
     victim=""
     for p in /proc/[0-9]*; do
         tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$rec" &&
@@ -195,12 +197,12 @@ if [ -z "$rec_left" ]; then pass recommender_no_leftovers; else kill -9 $rec_lef
 
 # async fit-a-line: a trainer SIGKILLed, restarts = 1 -> the final test cost
 # within 5% of an uninterrupted async run
-pass_cost() { grep 'pass 299 done' "$1" | grep -o 'test cost [0-9.e+-]*' | tail -n 1 | awk '{print $3}'; }
+pass_cost() { grep 'pass 999 done' "$1" | grep -o 'test cost [0-9.e+-]*' | tail -n 1 | awk '{print $3}'; }
 aopts=("${opts[@]/--mode=sync/--mode=async}")
 "$PADDLE" run "$recipe" "${aopts[@]}" --checkpoint_dir=ck_aref --save_dir=aref >aref.out 2>&1
 "$PADDLE" run "$recipe" "${aopts[@]}" --restarts=1 --checkpoint_dir=ck_async --save_dir=aout >async.out 2>&1 &
 launcher=$!
-for i in $(seq 1 300); do ls ck_async/ckpt-*/complete >/dev/null 2>&1 && break; sleep 0.1; done
+for i in $(seq 1 300); do have_ckpt ck_async && break; sleep 0.1; done
 victim=$(role_pid --trainer_id=1)
 [ -n "$victim" ] && kill -9 "$victim"
 for i in $(seq 1 1200); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
