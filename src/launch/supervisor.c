@@ -47,6 +47,7 @@
 #define DONE_WAIT 10.0      /* seconds for pservers to end after the trainers */
 #define POLL_PERIOD 0.2     /* seconds between looks at SSH channels */
 #define BACKOFF_FIRST 1.0   /* seconds between stopping a failed job and starting it again */
+#define SETTLE 1.5          /* seconds a failure waits for news of the one that caused it */
 #define BACKOFF_MAX 8.0     /* ... doubling with each restart, up to this */
 #define CTL "#paddle-"      /* a node agent's line for the launcher, never printed */
 
@@ -578,6 +579,41 @@ static int restart_job(pd_sup *s, member *m)
     return PD_SUP_RESTART;
 }
 
+/* How much a failure says about its cause: a member killed by a signal or a
+ * lost node is a first cause (2); a role that exited with a status often
+ * only saw another fail (a trainer whose pserver died) (1); a member still
+ * running with nothing reported is not a failure (0). */
+static int cause_rank(const member *m)
+{
+    if (m->kind == M_NODE) {
+        if (m->lost) return 2;
+        const char *tab = m->cause ? strchr(m->cause, '\t') : NULL;
+        if (tab) return strstr(tab, "killed") ? 2 : 1;
+        return ended(m) && !ended_well(m) ? 1 : 0;
+    }
+    if (!ended(m) || ended_well(m)) return 0;
+    return WIFSIGNALED(m->status) && !m->killed ? 2 : 1;
+}
+
+/* Member m ended badly. When it only exited with a status, wait up to SETTLE
+ * seconds for news of a first cause elsewhere (the pserver killed on another
+ * node arrives over its own connection) and return the member that names the
+ * cause best. Every member ended meanwhile is taken as handled; a signal that
+ * came meanwhile is left in *sig. */
+static member *first_cause(pd_sup *s, member *m, int *sig)
+{
+    double deadline = pd_now() + SETTLE;
+    while (cause_rank(m) < 2 && pd_now() < deadline) {
+        if ((*sig = pump(s, deadline, UNTIL_EVENT))) break;
+        for (int i = 0; i < s->n; i++) {
+            member *o = &s->m[i];
+            if (ended(o)) o->handled = 1;
+            if (cause_rank(o) > cause_rank(m)) m = o;
+        }
+    }
+    return m;
+}
+
 int pd_sup_run(pd_sup *s)
 {
     for (;;) {
@@ -595,6 +631,8 @@ int pd_sup_run(pd_sup *s)
             /* A member ended badly. The policy: restart the whole job
              * (every role goes back to the last complete checkpoint) while
              * job.restarts allows, else stop it. */
+            m = first_cause(s, m, &sig);
+            if (sig) return stop_job(s, sig);
             if (s->nrestarts < s->restarts) return restart_job(s, m);
             say_failed(s, m, "stopping the job");
             return stop_job(s, 0);

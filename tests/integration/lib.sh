@@ -37,3 +37,20 @@ expect_error() {
         pass "$name"
     fi
 }
+
+# pids_naming TEXT : every process one of whose arguments contains TEXT
+# (one grep over /proc: a loop of tr|grep per process is slow enough under
+# load that a short job ends before a test finds its victim)
+pids_naming() {
+    local found
+    found=$(echo "$BASHPID"; exec grep -lzF -- "$1" /proc/[0-9]*/cmdline 2>/dev/null) # grep names TEXT too:
+    printf '%s\n' "$found" | sed -n '2,$p' | grep -v "^/proc/${found%%$'\n'*}/" | cut -d/ -f3   # not itself
+}
+
+# pid_with_arg ARG PID... : the first of the PIDs one of whose arguments is ARG exactly
+pid_with_arg() {
+    local arg=$1 f; shift
+    [ $# -gt 0 ] || return 0
+    f=$(cd /proc && grep -lzx -- "$arg" $(printf '%s/cmdline ' "$@") 2>/dev/null | head -n 1)
+    echo "${f%/cmdline}"
+}

@@ -21,16 +21,10 @@ opts=(--passes=1000 --checkpoint_period=100 --log_period=1000000 --keep_models=0
 # a complete checkpoint exists (old ones vanish while we look: no ls)
 have_ckpt() { local f; for f in "$1"/ckpt-*/complete; do [ -e "$f" ] && return 0; done; return 1; }
 job_pids() {
-    local p
-    for p in /proc/[0-9]*; do
-        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$recipe" && echo "${p#/proc/}"
-    done
+    pids_naming "$recipe"
 }
 role_pid() {
-    local p
-    for p in $(job_pids); do
-        tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q -- "$1 " && { echo "$p"; return; }
-    done
+    pid_with_arg "$1" $(job_pids)
 }
 no_leftovers() {
     local left; left=$(job_pids)
@@ -176,11 +170,7 @@ else
     "$PADDLE" run "$rec" "${recopts[@]}" --restarts=1 --checkpoint_dir=ck_rec --save_dir=recout >rec.out 2>&1 &
     launcher=$!
     for i in $(seq 1 600); do have_ckpt ck_rec && break; sleep 0.1; done
-    victim=""
-    for p in /proc/[0-9]*; do
-        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$rec" &&
-            tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- '--pserver_id=0 ' && victim=${p#/proc/}
-    done
+    victim=$(pid_with_arg --pserver_id=0 $(pids_naming "$rec"))
     [ -n "$victim" ] && kill -9 "$victim"
     for i in $(seq 1 2000); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$launcher" 2>/dev/null && kill -9 "$launcher"
@@ -192,7 +182,7 @@ else
         fail recommender_pserver_killed_same_result "victim '$victim', rc $rc: $(grep '^paddle' rec.out | tail -n 3) $msg"
     fi
 fi
-rec_left=$(for p in /proc/[0-9]*; do tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$rec" && echo "${p#/proc/}"; done)
+rec_left=$(pids_naming "$rec")
 if [ -z "$rec_left" ]; then pass recommender_no_leftovers; else kill -9 $rec_left; fail recommender_no_leftovers "left: $rec_left"; fi
 
 # async fit-a-line: a trainer SIGKILLed, restarts = 1 -> the final test cost

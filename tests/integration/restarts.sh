@@ -10,16 +10,10 @@ recipe="$T/restartjob.lua"
 cp "$ROOT/recipes/fit_a_line.lua" "$recipe"
 
 job_pids() { # every process whose command line names our recipe
-    local p
-    for p in /proc/[0-9]*; do
-        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$recipe" && echo "${p#/proc/}"
-    done
+    pids_naming "$recipe"
 }
 role_pid() { # ROLE-OPTION: the pid of the role started with it (e.g. --trainer_id=1)
-    local p
-    for p in $(job_pids); do
-        tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q -- "$1 " && { echo "$p"; return; }
-    done
+    pid_with_arg "$1" $(job_pids)
 }
 no_leftovers() {
     local left

@@ -37,10 +37,7 @@ settings { batch_size = 20, passes = 3, log_period = 1000000, heartbeat_timeout 
 R
 
 job_pids() { # every process whose command line names a node's root dir
-    local p
-    for p in /proc/[0-9]*; do
-        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qE "$T/node[23]/" && echo "${p#/proc/}"
-    done
+    pids_naming "$T/node2/"; pids_naming "$T/node3/"
 }
 no_leftovers() {
     local left i
@@ -49,10 +46,7 @@ no_leftovers() {
     return 1
 }
 role_pid() { # OPTION: a role or agent started with it (e.g. --pserver_id=1, --node=1)
-    local p
-    for p in $(job_pids); do
-        tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q -- "$1 " && { echo "$p"; return; }
-    done
+    pid_with_arg "$1" $(job_pids)
 }
 # session_pids N: the sshd processes that carry node N's agent (not the listener)
 session_pids() {
@@ -88,7 +82,7 @@ finishes() { # the launcher ends within 90 s; sets $rc
 jobdirs() { ls -d "$T"/node2/JOB* "$T"/node3/JOB* 2>/dev/null | wc -l; }
 
 # 1. a remote pserver SIGKILLed, restarts = 1: the job restarts there and completes
-if start --passes=1500 --restarts=1; then
+if start --passes=2500 --restarts=1; then
     kill -9 "$(role_pid --pserver_id=1)"
     wait_for job.out 'restart 1 of 1' 15 && wait_for job.out '127.0.0.3 trainer 1\] .*pass 3 done' 30 2
     r=$(role_pid --pserver_id=1)
@@ -105,7 +99,7 @@ fi
 
 # 2. a node's SSH connection dropped (its session's sshd killed), restarts = 1:
 #    named, its agent reconnected, the job completes
-if start --passes=1500 --restarts=1; then
+if start --passes=2500 --restarts=1; then
     kill -9 $(session_pids 3)
     finishes
     if [ "$rc" -eq 0 ] && grep -q '127.0.0.3.*restarting the job from its last checkpoint (restart 1 of 1)' job.out &&
