@@ -1,20 +1,38 @@
 /*
- * sgemm_bench.c - OpenBLAS sgemm speed on this machine, the baseline the
+ * sgemm_bench.c - OpenBLAS sgemm speed on this machine, the baselines the
  * MLP benchmark is measured against.
  *
- *     build/musl/sgemm_bench [n]     prints "sgemm N GFLOP/s" for an n^3 product
+ *     build/musl/sgemm_bench [n]
+ *         prints "sgemm N GFLOP/s" for an n^3 product
+ *     build/musl/sgemm_bench mlp BATCH IN H1 ... OUT
+ *         the roofline of one training step of that MLP: exactly the
+ *         products its fc layers run (forward X*W, weight gradient X^T*dY
+ *         accumulated, input gradient dY*W^T accumulated except for the
+ *         first layer, whose input is data), same shapes, transposes and
+ *         beta, with nothing between them; prints
+ *         "mlp-roofline SAMPLES/s GFLOP/s"
  */
 #include "../src/core/pd.h"
 
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-int main(int argc, char **argv)
+static float *filled(long n)
 {
-    int n = argc > 1 ? atoi(argv[1]) : 1024;
-    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
-    for (long i = 0; i < (long)n * n; i++) a[i] = b[i] = (float)(i % 7) * 0.1f;
+    float *p = malloc(sizeof(float) * (size_t)n);
+    if (!p) {
+        fprintf(stderr, "sgemm_bench: out of memory\n");
+        exit(1);
+    }
+    for (long i = 0; i < n; i++) p[i] = (float)(i % 7) * 0.01f;
+    return p;
+}
+
+static int square(int n)
+{
+    float *a = filled((long)n * n), *b = filled((long)n * n), *c = filled((long)n * n);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
     double best = 0;
     for (int rep = 0; rep < 5; rep++) {
@@ -28,4 +46,73 @@ int main(int argc, char **argv)
     free(b);
     free(c);
     return 0;
+}
+
+/* One step's products of an MLP with nl+1 layer widths w[0..nl]. */
+static double mlp_step(int batch, const int *w, int nl, float **x, float **dy, float **wt, float **dw, float **dx)
+{
+    double flops = 0;
+    for (int l = 0; l < nl; l++) { /* forward */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, w[l + 1], w[l], 1, x[l], w[l], wt[l], w[l + 1],
+                    0, dy[l], w[l + 1]);
+        flops += 2.0 * batch * w[l] * w[l + 1];
+    }
+    for (int l = nl - 1; l >= 0; l--) { /* backward */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w[l], w[l + 1], batch, 1, x[l], w[l], dy[l], w[l + 1], 1,
+                    dw[l], w[l + 1]);
+        flops += 2.0 * batch * w[l] * w[l + 1];
+        if (l == 0) continue;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, w[l], w[l + 1], 1, dy[l], w[l + 1], wt[l], w[l + 1],
+                    1, dx[l], w[l]);
+        flops += 2.0 * batch * w[l] * w[l + 1];
+    }
+    return flops;
+}
+
+static int mlp(int argc, char **argv)
+{
+    int batch = atoi(argv[2]), nl = argc - 4;
+    if (batch <= 0 || nl < 1 || nl > 16) {
+        fprintf(stderr, "usage: sgemm_bench mlp BATCH IN H1 ... OUT\n");
+        return 2;
+    }
+    int w[17];
+    for (int l = 0; l <= nl; l++) {
+        w[l] = atoi(argv[3 + l]);
+        if (w[l] <= 0 || w[l] > 65536) {
+            fprintf(stderr, "sgemm_bench: bad width '%s'\n", argv[3 + l]);
+            return 2;
+        }
+    }
+    float *x[16], *dy[16], *wt[16], *dw[16], *dx[16];
+    for (int l = 0; l < nl; l++) {
+        x[l] = filled((long)batch * w[l]);
+        dy[l] = filled((long)batch * w[l + 1]);
+        wt[l] = filled((long)w[l] * w[l + 1]);
+        dw[l] = filled((long)w[l] * w[l + 1]);
+        dx[l] = filled((long)batch * w[l]);
+    }
+    for (int i = 0; i < 5; i++) mlp_step(batch, w, nl, x, dy, wt, dw, dx);
+    double best = 1e30, flops = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = pd_now();
+        for (int i = 0; i < 20; i++) flops = mlp_step(batch, w, nl, x, dy, wt, dw, dx);
+        double t = (pd_now() - t0) / 20;
+        if (t < best) best = t;
+    }
+    printf("mlp-roofline %.0f samples/s %.1f GFLOP/s\n", batch / best, flops / best / 1e9);
+    for (int l = 0; l < nl; l++) {
+        free(x[l]);
+        free(dy[l]);
+        free(wt[l]);
+        free(dw[l]);
+        free(dx[l]);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "mlp")) return mlp(argc, argv);
+    return square(argc > 1 ? atoi(argv[1]) : 1024);
 }

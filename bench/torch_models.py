@@ -1,7 +1,9 @@
 """PyTorch peers of paddle's benchmark models, timed the same way.
 
-usage: torch_models.py fit_a_line HOUSING_DATA | mlp | rec
-Prints one line: "<model> <samples/s>". Threads: set OPENBLAS_NUM_THREADS
+usage: torch_models.py fit_a_line HOUSING_DATA | mlp | rec | blas
+Prints one line: "<model> <samples/s>"; "blas" prints the BLAS library this
+torch process actually loaded (after a matrix product), resolved through
+the Debian alternatives symlinks, or "none". Threads: set OPENBLAS_NUM_THREADS
 and OMP_WAIT_POLICY=PASSIVE in the environment (Debian's torch runs GEMM on
 OpenBLAS threads that torch.set_num_threads does not limit).
 """
@@ -104,7 +106,24 @@ def rec():
     return timed(step, batches)
 
 
+def loaded_blas():
+    """The BLAS shared library mapped into this process, its real path."""
+    a = torch.randn(64, 64)
+    (a @ a).sum().item()
+    found = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            name = os.path.basename(path)
+            if name.startswith(("libblas", "libopenblas", "libmkl", "libblis")):
+                found.add(os.path.realpath(path))
+    return " ".join(sorted(found)) or "none"
+
+
 if __name__ == "__main__":
     which = sys.argv[1]
+    if which == "blas":
+        print(loaded_blas())
+        sys.exit(0)
     r = fit_a_line(sys.argv[2]) if which == "fit_a_line" else mlp() if which == "mlp" else rec()
     print("%s %.0f" % (which, r))
