@@ -10,6 +10,7 @@
 #   pserver push+pull bandwidth against raw loopback TCP
 #   paddle run (1 pserver + 1 trainer) against paddle train; 2 trainers against 1
 #   checkpoint cost and recovery time (bench/ckpt.sh)
+#   launch on 16 sshd hosts against bare ssh to them (bench/launch.sh)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -104,3 +105,5 @@ echo "== sparse rows through one pserver (recommender, 1 trainer, last pass)"
 echo "  ${sparse:-none}"
 echo "== checkpoints (recommender, 2 pservers x 2 trainers, sync)"
 "$here/ckpt.sh" "$paddle" "$work"
+echo "== launch (bench/launch.sh)"
+"$here/launch.sh" "$paddle" "${BENCH_HOSTS:-16}" 2>/dev/null | sed -n '/^==/,$p' | sed 's/^/  /'
