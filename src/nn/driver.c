@@ -252,16 +252,18 @@ static int end_pass(pd_driver *d, pass_state *s, pd_keep *keep)
     return 0;
 }
 
-/* Early stopping said stop: local training does (1); the trainers of a
- * distributed job go on to `passes` (0), since the others cannot be told. */
-static int early_stop(pd_driver *d, pd_keep *keep)
+/* Whether training ends after this pass because of early stopping: local
+ * training when keep says so; in a distributed job every trainer asks
+ * (ops->decide) what the one that evaluates the test set decided. Returns
+ * 1 (stop), 0 or an error. */
+static int early_stop(pd_driver *d, pd_keep *keep, int pass)
 {
-    if (d->early_stop) return 1;
-    if (keep->stop == 1)
-        PD_WARN("early_stop: a distributed job trains all %d passes; %s/best links the best pass", d->r->passes,
-                d->r->save_dir);
-    keep->stop = 2;
-    return 0;
+    if (d->r->early_stop <= 0 || pass + 1 >= d->r->passes) return 0;
+    if (!d->ops->decide) return d->early_stop && keep->stop;
+    int stop = 0, rc = d->ops->decide(d->ctx, pass, d->save && keep->stop, &stop);
+    if (rc < 0) return rc;
+    if (stop && !d->save) PD_INFO("early stopping: trainer 0 ended the job after pass %d", pass);
+    return stop;
 }
 
 int pd_drive(pd_driver *d)
@@ -279,7 +281,10 @@ int pd_drive(pd_driver *d)
         if (d->stop && *d->stop) rc = pd_err_set(PD_EINTR, "interrupted");
         else rc = end_pass(d, &s, &keep);
         last_progress = s.last_progress;
-        if (rc == 0 && keep.stop && early_stop(d, &keep)) break;
+        if (rc == 0 && (rc = early_stop(d, &keep, pass)) != 0) {
+            if (rc > 0) rc = 0;
+            break;
+        }
     }
     pd_keep_free(&keep);
     return rc;

@@ -30,6 +30,10 @@ typedef struct pd_step_ops {
     int (*pass_end)(void *ctx, pd_net *net, int pass);
     /* after the pass line (and the model's save when d->save) */
     int (*pass_done)(void *ctx, pd_net *net, int pass);
+    /* early stopping in a distributed job: the trainer that evaluates (save)
+     * says whether to stop after `pass` (want); every trainer learns the
+     * decision in *stop */
+    int (*decide)(void *ctx, int pass, int want, int *stop);
 } pd_step_ops;
 
 typedef struct pd_driver {

@@ -673,6 +673,23 @@ int pd_client_pass_end(pd_client *c, int pass, int batches, long *total)
     return exchange(c, NULL, &pending, on_pass_done, total);
 }
 
+static int on_decided(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
+{
+    int want = PD_MSG_DECIDED;
+    int rc = on_simple(c, net, server, f, &want);
+    if (rc == 0 && f->b > 1) rc = pd_err_set(PD_EPROTO, "pserver %d: DECIDED %u (0 or 1 expected)", server, f->b);
+    if (rc == 0) *(int *)ctx = (int)f->b;
+    return rc;
+}
+
+int pd_client_decide(pd_client *c, int pass, int stop, int *decided)
+{
+    int pending = 1;
+    *decided = 0;
+    pd_conn_queue(&c->conns[0], PD_MSG_DECIDE, (uint32_t)pass, stop ? 1u : 0u, NULL, 0, NULL, 0);
+    return exchange(c, NULL, &pending, on_decided, decided);
+}
+
 int pd_client_fetch_all(pd_client *c, pd_net *net)
 {
     int rc = map_params(c, net);

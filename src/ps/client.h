@@ -57,6 +57,11 @@ int pd_client_step(pd_client *c, pd_net *net);
 /* The pass is over after batches batches; *total (may be NULL): every
  * trainer's batches in the passes done, as the pservers count them. */
 int pd_client_pass_end(pd_client *c, int pass, int batches, long *total);
+
+/* Early stopping: after pass `pass`, trainer 0 says whether the job stops
+ * (stop); every trainer (trainer 0 too) learns the decision in *decided,
+ * once trainer 0 gave it. Only pserver 0 takes part. */
+int pd_client_decide(pd_client *c, int pass, int stop, int *decided);
 /* A checkpoint of step: every pserver saves its shard with this trainer's
  * position (pass, batches done in it). *writer: the trainer that writes the
  * complete marker. */

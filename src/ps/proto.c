@@ -69,6 +69,8 @@ const char *pd_msg_name(int type)
     case PD_MSG_ROWS: return "ROWS";
     case PD_MSG_PASS_END: return "PASS_END";
     case PD_MSG_PASS_DONE: return "PASS_DONE";
+    case PD_MSG_DECIDE: return "DECIDE";
+    case PD_MSG_DECIDED: return "DECIDED";
     case PD_MSG_SAVE: return "SAVE";
     case PD_MSG_SAVED: return "SAVED";
     case PD_MSG_FINISH: return "FINISH";

@@ -133,6 +133,10 @@ typedef struct server {
     int nsave;
     uint8_t *save_got;      /* per trainer: SAVE for save_step arrived */
     waiter *save_wait;
+    int decided_pass;       /* early stopping: the last pass trainer 0 decided on, */
+    int decided_stop;       /* and whether the job stops after it */
+    int32_t *decide_pass;   /* per trainer: the pass it waits a decision on, or -1 */
+    waiter *decide_wait;
     long resume_step;       /* -1: started fresh */
     double *last_heard;     /* per trainer: its last frame (pd_now) */
     double hb_timeout, hb_sent;
@@ -268,6 +272,10 @@ static void make_state(server *s)
     s->pos_batch = pd_xcalloc((size_t)T, sizeof *s->pos_batch);
     s->save_got = pd_xcalloc((size_t)T, 1);
     s->save_wait = pd_xcalloc((size_t)T, sizeof(waiter));
+    s->decide_wait = pd_xcalloc((size_t)T, sizeof(waiter));
+    s->decide_pass = pd_xcalloc((size_t)T, sizeof *s->decide_pass);
+    for (int t = 0; t < T; t++) s->decide_pass[t] = -1;
+    s->decided_pass = -1;
     s->last_heard = pd_xcalloc((size_t)T, sizeof(double));
 }
 
@@ -296,6 +304,8 @@ static void free_state(server *s)
     free(s->pos_batch);
     free(s->save_got);
     free(s->save_wait);
+    free(s->decide_wait);
+    free(s->decide_pass);
     free(s->last_heard);
 }
 
@@ -766,6 +776,34 @@ static int on_pass_end(server *s, waiter me, int T, pd_frame *f)
     return 0;
 }
 
+/* DECIDE (early stopping; pserver 0 only): a = the pass every trainer just
+ * ended, b = trainer 0's decision (1: stop after it; the others send 0).
+ * DECIDED (b: stop) goes to each trainer once trainer 0 decided that pass:
+ * only trainer 0 evaluates the test set, the others wait for its word. */
+static int on_decide(server *s, waiter me, int T, pd_frame *f)
+{
+    if (f->len) return pd_err_set(PD_EPROTO, "DECIDE with a payload");
+    if (f->b > 1) return pd_err_set(PD_EPROTO, "DECIDE %u (0 or 1 expected)", f->b);
+    if (s->o->id != 0) return pd_err_set(PD_EPROTO, "DECIDE sent to pserver %d (pserver 0 decides)", s->o->id);
+    if (s->decide_pass[T] >= 0) return pd_err_set(PD_EPROTO, "trainer %d sent DECIDE twice", T);
+    if (f->a > INT32_MAX || (int)f->a < s->decided_pass)
+        return pd_err_set(PD_EPROTO, "DECIDE for pass %u from trainer %d after pass %d was decided", f->a, T,
+                          s->decided_pass);
+    s->decide_pass[T] = (int32_t)f->a;
+    s->decide_wait[T] = me;
+    if (T == 0) {
+        s->decided_pass = (int)f->a;
+        s->decided_stop = (int)f->b;
+        if (f->b) PD_INFO("early stopping: trainer 0 ends the job after pass %u", f->a);
+    }
+    for (int t = 0; t < s->o->ntrainers; t++) {
+        if (s->decide_pass[t] < 0 || s->decide_pass[t] != s->decided_pass) continue;
+        reply(s, s->decide_wait[t], PD_MSG_DECIDED, (uint32_t)s->decided_pass, (uint32_t)s->decided_stop, NULL, 0);
+        s->decide_pass[t] = -1;
+    }
+    return 0;
+}
+
 /* SAVE: a = the checkpoint's step, payload: the sender's pass and batches
  * done (u32 each) at that step. The shard is written once every trainer
  * that counts towards the step said SAVE. */
@@ -894,6 +932,8 @@ static int on_frame(server *s, int slot, pd_frame *f)
         return on_pass_end(s, me, T, f);
     case PD_MSG_SAVE:
         return on_save(s, me, T, f);
+    case PD_MSG_DECIDE:
+        return on_decide(s, me, T, f);
     case PD_MSG_HEARTBEAT:
         return f->len ? pd_err_set(PD_EPROTO, "HEARTBEAT with a payload") : 0;
     case PD_MSG_FINISH:

@@ -63,11 +63,17 @@ static int ps_pass_end(void *ctx, pd_net *net, int pass)
     return checkpoint(s, total, pass + 1, 0);
 }
 
+static int ps_decide(void *ctx, int pass, int want, int *stop)
+{
+    return pd_client_decide(((ps_step *)ctx)->cl, pass, want, stop);
+}
+
 static const pd_step_ops ps_ops = {
     .before_forward = ps_pull,
     .step = ps_exchange,
     .sync_model = ps_fetch,
     .pass_end = ps_pass_end,
+    .decide = ps_decide,
 };
 
 /* After init: where the pservers' checkpoint puts this trainer. */

@@ -98,12 +98,19 @@ sed 's/, test = "data\/uci_housing\/housing.data"//' es.lua >notest.lua
 expect_error early-stop-needs-test 2 "settings.early_stop needs a test set (data.test)" "$PADDLE" check notest.lua
 expect_error early-stop-bad-mode 2 "early_stop_mode" "$PADDLE" check es.lua --early_stop_mode=up
 
-# distributed: trainer 0 tracks the best and keeps models, the job trains every pass
-recipe dist.lua 'passes = 12, early_stop = 1, early_stop_mode = "max", keep_models = 1, save_dir = "dist"'
-run_capture "$PADDLE" run dist.lua
-if [ "$rc" -eq 0 ] && grep -q 'pass 11 done' <<<"$out" && [[ "$out" == *"a distributed job trains all 12 passes"* ]] &&
-    [ "$(readlink dist/best)" = pass-00000 ] && [ "$(cd dist && ls -d pass-* | tr '\n' ' ')" = "pass-00000 pass-00011 " ]; then
-    pass early-stop-distributed
-else
-    fail early-stop-distributed "rc $rc, dist: $(ls dist 2>&1): $(tail -n 5 <<<"$out")"
-fi
+# distributed, sync and async: trainer 0 evaluates and decides, every trainer
+# stops after the same pass (the first is the best in mode max: stop after
+# pass 1), the job ends well; trainer 0 keeps the models
+for mode in sync async; do
+    recipe dist.lua "passes = 12, early_stop = 1, early_stop_mode = \"max\", keep_models = 1, save_dir = \"dist-$mode\", mode = \"$mode\""
+    run_capture "$PADDLE" run dist.lua
+    if [ "$rc" -eq 0 ] && [ "$(grep -c '^\[trainer [01]\].* pass 1 done' <<<"$out")" -eq 2 ] &&
+        ! grep -q 'pass 2 done' <<<"$out" &&
+        grep -q '^\[trainer 1\].*early stopping: trainer 0 ended the job after pass 1$' <<<"$out" &&
+        [ "$(readlink dist-$mode/best)" = pass-00000 ] &&
+        [ "$(cd dist-$mode && ls -d pass-* | tr '\n' ' ')" = "pass-00000 pass-00001 " ]; then
+        pass "early-stop-distributed-$mode"
+    else
+        fail "early-stop-distributed-$mode" "rc $rc, dist: $(ls dist-$mode 2>&1): $(tail -n 5 <<<"$out")"
+    fi
+done

@@ -574,6 +574,30 @@ PD_TEST(pserver_refuses_duplicate_rows_and_non_finite_gradients)
     fixture_free(&x);
 }
 
+/* Early stopping: trainer 0's word comes back in DECIDED; a DECIDE that is
+ * not 0 or 1 is refused, naming it. */
+PD_TEST(pserver_relays_the_early_stop_decision)
+{
+    fixture x;
+    fixture_load(&x, "r.lua", recipe_text);
+    int port;
+    pid_t server = start_server(&x.r, &port);
+    pd_endpoint ep = {"127.0.0.1", port};
+    pd_client good;
+    CHECK(pd_client_connect(&good, &x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_init(&good, &x.net) == 0);
+    int stop = -1;
+    CHECK(pd_client_decide(&good, 0, 0, &stop) == 0);
+    CHECK_EQ_INT(stop, 0);
+    CHECK(pd_client_decide(&good, 3, 1, &stop) == 0);
+    CHECK_EQ_INT(stop, 1);
+    int fd = authed(port, &x.lay);
+    send_frame(fd, PD_MSG_DECIDE, 4, 2, NULL, 0);
+    expect_error_and_close(fd, "DECIDE 2 (0 or 1 expected)");
+    finish_and_reap(&x, server, port, &good);
+    fixture_free(&x);
+}
+
 /* A table whose shard is over a connection's frame limit comes back in
  * chunks (the limit lowered here, instead of a 64 MiB table). */
 PD_TEST(client_fetches_a_table_larger_than_a_frame_in_chunks)
