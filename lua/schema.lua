@@ -72,6 +72,7 @@ S.blocks = {
     use_gpu = bool(false),
     server_timeout = num(1, 86400, 120),
     heartbeat_timeout = num(1, 86400, 30),
+    metrics_port = int(0, 65535, 0),          -- /metrics: launcher on it, pserver i on it + 1 + i (0: off)
     save_dir = str("output"),
     checkpoint_dir = str(nil),
     checkpoint_period = int(1, 2000000000, 200), -- sync: global steps between checkpoints

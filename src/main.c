@@ -556,6 +556,7 @@ static int cmd_pserver(int argc, char **argv)
     if (rc == 0) {
         o.npservers = c.r.pservers;
         o.ntrainers = c.r.trainers;
+        o.metrics_port = c.r.metrics_port ? c.r.metrics_port + 1 + o.id : 0;
         memcpy(o.secret, c.secret, PD_SECRET);
         pd_job_id(o.secret, o.job);
         o.stop = &stop_flag;

@@ -111,6 +111,7 @@ typedef struct pd_recipe {
     int keep_models;    /* keep the last this many saved passes plus the best (0: all) */
     double server_timeout;
     double heartbeat_timeout; /* seconds a silent node (later: role) may stay silent before it is dead */
+    int metrics_port;   /* Prometheus /metrics: the launcher on it, pserver i on it + 1 + i (0: off) */
 
     /* model */
     int nlayers;

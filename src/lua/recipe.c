@@ -210,6 +210,7 @@ static void read_settings(lua_State *L, int top, pd_recipe *r)
     r->checkpoint_period = get_int(L, t, "checkpoint_period");
     r->checkpoint_keep = get_int(L, t, "checkpoint_keep");
     r->heartbeat_timeout = get_num(L, t, "heartbeat_timeout");
+    r->metrics_port = get_int(L, t, "metrics_port");
     lua_pop(L, 1);
 }
 

@@ -14,6 +14,7 @@
 #include "../core/rng.h"
 #include "../core/fs.h"
 #include "ckpt.h"
+#include "http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,6 +36,7 @@
 #define LISTEN_BACKLOG 128
 /* epoll ids: listening socket i is i, connection slot k is CONN_ID_BASE + k */
 #define CONN_ID_BASE 1000
+#define HTTP_ID (CONN_ID_BASE - 1) /* the /metrics responder */
 #define MAX_EVENTS 64           /* epoll events taken per wake */
 #define FRAMES_PER_WAKE 64      /* frames read from one peer before serving others */
 #define ACCEPTS_PER_WAKE 64     /* connections accepted from one port before serving others */
@@ -140,6 +142,13 @@ typedef struct server {
     long resume_step;       /* -1: started fresh */
     double *last_heard;     /* per trainer: its last frame (pd_now) */
     double hb_timeout, hb_sent;
+    /* for /metrics */
+    pd_http http;
+    uint64_t bytes_in_gone, bytes_out_gone; /* of connections already closed */
+    long rows_pulled_total, rows_pushed_total;
+    long updates;           /* optimizer updates applied (blocks and tables) */
+    long ckpt_step;         /* the last checkpoint written or loaded (-1: none) */
+    double ckpt_time;       /* when it was written (pd_wall) */
 } server;
 
 /* --- helpers -------------------------------------------------------------- */
@@ -178,6 +187,8 @@ static void drop(server *s, int slot, const char *why)
         }
     }
     if (c->state != ST_READY) s->nunauth--;
+    s->bytes_in_gone += c->c.bytes_in;
+    s->bytes_out_gone += c->c.bytes_out;
     pd_conn_free(&c->c);
     c->used = 0;
     c->gen++;
@@ -324,6 +335,7 @@ static void apply_block(server *s, sblock *b)
 {
     pd_opt_hyper h = s->hyper;
     h.t = ++b->t;
+    s->updates++;
     if (b->npushed > 1) pd_backend_cpu.scale((size_t)b->len, 1.f / (float)b->npushed, b->g);
     pd_backend_cpu.opt_update(&h, b->w, b->g, b->s1, b->s2, (size_t)b->len);
     for (int t = 0; t < s->o->ntrainers; t++) {
@@ -340,6 +352,7 @@ static void apply_table(server *s, int ti)
     stable *tb = &s->tables[ti];
     pd_opt_hyper h = s->hyper;
     h.t = ++tb->t;
+    s->updates++;
     float inv = tb->npushed > 1 ? 1.f / (float)tb->npushed : 1.f;
     for (int i = 0; i < tb->ntouched; i++) {
         size_t off = (size_t)tb->touched[i] * tb->dim;
@@ -533,7 +546,11 @@ static int load_shard(server *s, const char *dir)
         rc = pd_err_set(PD_EDATA, "%s was saved for a different model or optimizer", dir);
     if (rc == 0) rc = shard_counters(s, dir, text);
     if (rc == 0) rc = shard_arrays(s, dir, NULL, text);
-    if (rc == 0) s->resume_step = steps;
+    if (rc == 0) {
+        struct stat st;
+        s->resume_step = s->ckpt_step = steps;
+        s->ckpt_time = stat(dir, &st) == 0 ? (double)st.st_mtime : pd_wall();
+    }
     free(text);
     return rc;
 }
@@ -586,6 +603,10 @@ static void save_barrier(server *s)
     int rc = save_shard(s, s->save_step);
     if (rc < 0) PD_ERROR("checkpoint of step %ld failed: %s", s->save_step, pd_err_msg());
     else PD_INFO("checkpoint: shard of step %ld saved in %.3f s", s->save_step, pd_now() - t0);
+    if (rc == 0) {
+        s->ckpt_step = s->save_step;
+        s->ckpt_time = pd_wall();
+    }
     for (int t = 0; t < s->o->ntrainers; t++) {
         if (!s->save_got[t]) continue;
         s->save_got[t] = 0;
@@ -897,6 +918,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
             return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for table '%s': refused", T,
                               s->lay.params[tb->param].name);
         s->rows_pushed += f->b;
+        s->rows_pushed_total += f->b;
         for (uint32_t i = 0; i < f->b; i++) {
             int32_t local = pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i));
             pd_backend_cpu.axpy((size_t)tb->dim, 1.f, vals + (size_t)i * tb->dim, tb->g + (size_t)local * tb->dim);
@@ -919,6 +941,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
             return pd_err_set(PD_ERANGE, "PULL_ROWS of %u rows: the reply (%zu bytes) would be over the %u frame limit",
                               f->b, n * sizeof(float), PD_MAX_FRAME);
         s->rows_pulled += f->b;
+        s->rows_pulled_total += f->b;
         float *out = pd_xmalloc((n ? n : 1) * sizeof(float));
         for (uint32_t i = 0; i < f->b; i++)
             memcpy(out + (size_t)i * tb->dim,
@@ -1189,6 +1212,95 @@ static int heartbeats(server *s)
     return 0;
 }
 
+/* --- /metrics -------------------------------------------------------------------- */
+
+static void metric(pd_buf *b, const char *name, const char *type, const char *help, double v)
+{
+    pd_prom_head(b, name, type, help);
+    pd_prom_val(b, name, NULL, v);
+}
+
+/* The shard's tables: rows held and bytes (values and optimizer state). */
+static void table_metrics(server *s, pd_buf *b)
+{
+    int k_state = pd_opt_state_floats(s->hyper.type);
+    double dense = 0;
+    for (int i = 0; i < s->nblocks; i++) dense += s->blocks[i].len;
+    pd_prom_head(b, "paddle_pserver_parameter_bytes", "gauge",
+                 "Bytes of parameters and optimizer state held, by kind (dense blocks, sparse tables).");
+    double sparse = 0;
+    for (int t = 0; t < s->lay.ntables; t++) sparse += (double)s->tables[t].rows * s->tables[t].dim;
+    pd_prom_val(b, "paddle_pserver_parameter_bytes", "kind=\"dense\"", dense * 4 * (1 + k_state));
+    pd_prom_val(b, "paddle_pserver_parameter_bytes", "kind=\"sparse\"", sparse * 4 * (1 + k_state));
+    if (!s->lay.ntables) return;
+    pd_prom_head(b, "paddle_pserver_table_rows", "gauge", "Rows of each sparse table held by this pserver.");
+    for (int t = 0; t < s->lay.ntables; t++) {
+        char name[128], label[160];
+        pd_prom_escape(name, sizeof name, s->lay.params[s->tables[t].param].name);
+        snprintf(label, sizeof label, "table=\"%s\"", name);
+        pd_prom_val(b, "paddle_pserver_table_rows", label, s->tables[t].rows);
+    }
+}
+
+/* GET /metrics: this pserver's counters in the Prometheus text format. */
+static void write_metrics(void *ctx, pd_buf *b)
+{
+    server *s = ctx;
+    uint64_t in = s->bytes_in_gone, out = s->bytes_out_gone;
+    int conns = 0, connected = 0;
+    uint8_t *on = pd_xcalloc((size_t)s->o->ntrainers, 1);
+    long step = 0;
+    for (int i = 0; i < MAX_CONNS; i++) {
+        sconn *c = &s->conns[i];
+        if (!c->used) continue;
+        in += c->c.bytes_in;
+        out += c->c.bytes_out;
+        conns++;
+        if (c->state == ST_READY && !on[c->trainer]) connected += on[c->trainer] = 1;
+    }
+    free(on);
+    for (int i = 0; i < s->nblocks; i++) step = PD_MAX(step, s->blocks[i].t);
+    for (int t = 0; t < s->lay.ntables; t++) step = PD_MAX(step, s->tables[t].t);
+    pd_prom_head(b, "paddle_pserver_info", "gauge", "This pserver: its id, the job's pservers and trainers, the mode.");
+    pd_buf_printf(b, "paddle_pserver_info{pserver=\"%d\",pservers=\"%d\",trainers=\"%d\",mode=\"%s\"} 1\n",
+                  s->o->id, s->o->npservers, s->o->ntrainers, s->sync ? "sync" : "async");
+    metric(b, "paddle_pserver_step", "gauge", "Highest optimizer step of the blocks and tables held (sync: the job's step).",
+           (double)step);
+    metric(b, "paddle_pserver_updates_total", "counter", "Optimizer updates applied to blocks and tables.",
+           (double)s->updates);
+    metric(b, "paddle_pserver_pass", "gauge", "The pass the trainers are in.", s->pass);
+    metric(b, "paddle_pserver_batches", "gauge", "Batches of every trainer in the passes done.", (double)s->batches_total);
+    metric(b, "paddle_pserver_received_bytes_total", "counter", "Bytes received from trainers.", (double)in);
+    metric(b, "paddle_pserver_sent_bytes_total", "counter", "Bytes sent to trainers.", (double)out);
+    metric(b, "paddle_pserver_rows_pulled_total", "counter", "Sparse rows sent to trainers.", (double)s->rows_pulled_total);
+    metric(b, "paddle_pserver_rows_pushed_total", "counter", "Sparse row gradients received.", (double)s->rows_pushed_total);
+    metric(b, "paddle_pserver_trainers_connected", "gauge", "Trainers with an authenticated connection.", connected);
+    metric(b, "paddle_pserver_trainers_finished", "gauge", "Trainers that said they finished.", s->nfinished);
+    metric(b, "paddle_pserver_connections", "gauge", "Open connections (authenticated or not).", conns);
+    if (s->ckpt_step >= 0) {
+        metric(b, "paddle_pserver_checkpoint_step", "gauge", "Step of the last checkpoint written or resumed from.",
+               (double)s->ckpt_step);
+        metric(b, "paddle_pserver_checkpoint_age_seconds", "gauge", "Seconds since that checkpoint was written.",
+               PD_MAX(0.0, pd_wall() - s->ckpt_time));
+    }
+    table_metrics(s, b);
+    metric(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", pd_prom_rss());
+    metric(b, "process_start_time_seconds", "gauge", "Start time of the process since the epoch in seconds.",
+           pd_wall() - (pd_now() - s->started));
+}
+
+/* Serve /metrics on the pserver's address when asked (o->metrics_port). */
+static int open_metrics(server *s)
+{
+    if (s->o->metrics_port <= 0) return 0;
+    int rc = pd_http_open(&s->http, s->o->bind_addr, s->o->metrics_port, write_metrics, s);
+    if (rc < 0) return rc;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = HTTP_ID};
+    epoll_ctl(s->epfd, EPOLL_CTL_ADD, pd_http_fd(&s->http), &ev);
+    PD_INFO("metrics on http://%s:%d/metrics", s->o->bind_addr ? s->o->bind_addr : "0.0.0.0", s->o->metrics_port);
+    return 0;
+}
+
 int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
 {
     server s_, *s = &s_;
@@ -1197,6 +1309,8 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     s->r = r;
     s->o = o;
     s->epfd = -1;
+    s->http.listen_fd = s->http.epfd = -1;
+    s->ckpt_step = -1;
     for (int i = 0; i < MAX_LISTEN; i++) s->listen_fd[i] = -1;
     s->handshake_timeout = o->handshake_timeout > 0 ? o->handshake_timeout : PD_HANDSHAKE_TIMEOUT_S;
     s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -1231,6 +1345,8 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     listeners_watch(s, 1);
+    s->started = pd_now();
+    if ((rc = open_metrics(s)) < 0) goto out;
     long dense = 0;
     for (int i = 0; i < s->nblocks; i++) dense += s->blocks[i].len;
     /* a step's replies to one trainer are its whole dense shard: that much
@@ -1267,6 +1383,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
         }
         for (int i = 0; i < n; i++) {
             uint64_t id = evs[i].data.u64;
+            if (id == HTTP_ID) continue; /* served below */
             if (id < CONN_ID_BASE) {
                 accept_all(s, (int)id);
                 continue;
@@ -1279,6 +1396,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
                 else update_events(s, slot);
             }
         }
+        pd_http_serve(&s->http);
     }
     if (o->stop && *o->stop) PD_INFO("pserver %d stopping on a signal", o->id);
 out:
@@ -1289,6 +1407,7 @@ out:
         if (s->listen_fd[i] >= 0) close(s->listen_fd[i]);
     if (s->epfd >= 0) close(s->epfd);
     if (s->reserve_fd >= 0) close(s->reserve_fd);
+    pd_http_close(&s->http);
     free_state(s);
     pd_layout_free(&s->lay);
     return rc;

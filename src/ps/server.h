@@ -32,6 +32,7 @@ typedef struct pd_server_opts {
     volatile int *stop;     /* set by a signal: exit */
     double idle_timeout;    /* exit when no trainer came for this long (0: never) */
     double handshake_timeout; /* 0: PD_HANDSHAKE_TIMEOUT_S */
+    int metrics_port;       /* > 0: serve GET /metrics on bind_addr:metrics_port */
 } pd_server_opts;
 
 int pd_server_run(const pd_recipe *r, const pd_server_opts *o);
