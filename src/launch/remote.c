@@ -705,6 +705,10 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     d->resume = o->resume;
     pd_sup_set_restarts(sup, r->restarts);
     pd_sup_set_heartbeat(sup, r->heartbeat_timeout);
+    if (pd_sup_serve_metrics(sup, r, NULL) < 0) { /* every interface: Prometheus scrapes from elsewhere */
+        fprintf(stderr, "paddle: %s\n", pd_err_msg());
+        goto out;
+    }
     /* a restart (PD_SUP_RESTART): every node again, in the same job
      * directory, its roles from the last checkpoint */
     while (deploy_all(d, nodes, nn, sup, t0) == 0) {

@@ -23,11 +23,13 @@
  * started it (PR_SET_PDEATHSIG).
  */
 #include "supervisor.h"
+#include "jobstats.h"
 #include "secret.h"
 #include "../core/log.h"
 #include "../core/pd.h"
 #include "../core/crypto.h"
 #include "../core/fs.h"
+#include "../ps/http.h"
 #include "../ps/proto.h"
 
 #include <errno.h>
@@ -94,6 +96,8 @@ struct pd_sup {
     double hb_timeout;        /* launcher: a node silent this long is dead (0: never) */
     double hb_period, next_hb; /* node agent: heartbeat every hb_period seconds (0: none) */
     struct sigaction saved[5];
+    pd_jobstats *stats;       /* /metrics (settings.metrics_port), or NULL */
+    pd_http http;
 };
 
 /* --- lines ----------------------------------------------------------------- */
@@ -140,6 +144,7 @@ pd_sup *pd_sup_new(void)
 {
     pd_sup *s = pd_xcalloc(1, sizeof *s);
     s->upstream_fd = s->log_server = s->log_train = -1;
+    s->http.listen_fd = s->http.epfd = -1;
     if (pipe2(s->sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         pd_err_set(PD_EIO, "pipe: %s", strerror(errno));
         free(s);
@@ -192,6 +197,8 @@ void pd_sup_free(pd_sup *s)
     if (s->log_train >= 0) close(s->log_train);
     for (size_t i = 0; i < PD_COUNT(caught); i++) sigaction(caught[i], &s->saved[i], NULL);
     sig_fd = -1;
+    pd_http_close(&s->http);
+    pd_jobstats_free(s->stats);
     close(s->sig_pipe[0]);
     close(s->sig_pipe[1]);
     free(s);
@@ -236,6 +243,7 @@ static void role_line(void *ctx, char *line)
     int fd = c->m->role == PD_ROLE_PSERVER ? c->s->log_server : c->s->log_train;
     if (fd >= 0 && write(fd, buf, (size_t)n) < 0) {}
     add_tail(c->m, line);
+    if (c->s->stats) pd_jobstats_line(c->s->stats, c->m->role, c->m->id, line);
 }
 
 /* A node agent's line: its heartbeat and its report of the role that failed
@@ -248,6 +256,7 @@ static void node_line(void *ctx, char *line)
         if (!strncmp(what, "failed ", 7) && !c->m->cause) c->m->cause = pd_xstrdup(what + 7);
         return;
     }
+    if (c->s->stats) pd_jobstats_node_line(c->s->stats, line);
     c->m->on_line(c->m->ctx, line, c->is_err);
 }
 
@@ -454,8 +463,8 @@ static void heartbeats(pd_sup *s)
  * away) or 0; under UNTIL_ALL_ENDED signals are swallowed. */
 static int pump(pd_sup *s, double deadline, int until)
 {
-    struct pollfd *p = pd_xcalloc((size_t)s->n + 2, sizeof *p);
-    int *who = pd_xcalloc((size_t)s->n + 2, sizeof *who);
+    struct pollfd *p = pd_xcalloc((size_t)s->n + 3, sizeof *p);
+    int *who = pd_xcalloc((size_t)s->n + 3, sizeof *who);
     int sig = 0;
     for (;;) {
         reap(s);
@@ -469,8 +478,12 @@ static int pump(pd_sup *s, double deadline, int until)
         heartbeats(s);
         double left = deadline - pd_now();
         if (left <= 0) break;
-        int n = 0, up = -1;
+        int n = 0, up = -1, web = -1;
         p[n++] = (struct pollfd){.fd = s->sig_pipe[0], .events = POLLIN};
+        if (s->stats) {
+            web = n;
+            p[n++] = (struct pollfd){.fd = pd_http_fd(&s->http), .events = POLLIN};
+        }
         if (s->upstream_fd >= 0) {
             up = n;
             p[n++] = (struct pollfd){.fd = s->upstream_fd, .events = POLLIN};
@@ -485,12 +498,13 @@ static int pump(pd_sup *s, double deadline, int until)
         }
         int r = poll(p, (nfds_t)n, (int)(PD_MIN(left, POLL_PERIOD) * 1000) + 1);
         if (r < 0 && errno != EINTR) break;
+        if (s->stats) pd_http_serve(&s->http);
         if (r <= 0) continue;
         int got = take_events(s, &p[0], up >= 0 ? &p[up] : NULL);
         if (got) sig = got;
         if (sig && until == UNTIL_EVENT) break;
         for (int i = 1; i < n; i++)
-            if (i != up && s->m[who[i]].kind == M_ROLE && (p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            if (i != up && i != web && s->m[who[i]].kind == M_ROLE && (p[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 drain_role(s, &s->m[who[i]]);
     }
     free(p);
@@ -638,6 +652,39 @@ int pd_sup_run(pd_sup *s)
             return stop_job(s, 0);
         }
     }
+}
+
+/* --- /metrics -------------------------------------------------------------------- */
+
+/* GET /metrics on the launcher: the job as its trainers' lines tell it, and
+ * its members as the supervisor sees them. */
+static void write_metrics(void *ctx, pd_buf *b)
+{
+    pd_sup *s = ctx;
+    pd_prom_head(b, "paddle_job_restarts_total", "counter", "Restarts of the job after a failure (job.restarts).");
+    pd_prom_val(b, "paddle_job_restarts_total", NULL, s->nrestarts);
+    pd_prom_head(b, "paddle_job_member_up", "gauge", "1 while a role (local job) or node agent (SSH job) runs.");
+    for (int i = 0; i < s->n; i++) {
+        char name[96], label[128];
+        pd_prom_escape(name, sizeof name, s->m[i].name);
+        snprintf(label, sizeof label, "member=\"%s\"", name);
+        pd_prom_val(b, "paddle_job_member_up", label, !ended(&s->m[i]) && (s->m[i].pid > 0 || s->m[i].kind == M_NODE));
+    }
+    pd_jobstats_write(s->stats, b);
+    pd_prom_head(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    pd_prom_val(b, "process_resident_memory_bytes", NULL, pd_prom_rss());
+}
+
+int pd_sup_serve_metrics(pd_sup *s, const pd_recipe *r, const char *bind)
+{
+    if (r->metrics_port <= 0 || s->stats) return 0;
+    int rc = pd_http_open(&s->http, bind, r->metrics_port, write_metrics, s);
+    if (rc < 0) return rc;
+    s->stats = pd_jobstats_new(r);
+    printf("paddle: metrics on http://%s:%d/metrics (pserver i: port %d + i)\n", bind ? bind : "0.0.0.0",
+           r->metrics_port, r->metrics_port + 1);
+    fflush(stdout);
+    return 0;
 }
 
 /* --- the agent: roles as children ---------------------------------------------------- */
@@ -875,6 +922,10 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
                o->resume ? ", resumed from its last checkpoint" : "");
         fflush(stdout);
         pd_sup_set_restarts(s, r->restarts); /* on a node, restarts are the launcher's */
+        if (pd_sup_serve_metrics(s, r, "127.0.0.1") < 0) {
+            fprintf(stderr, "paddle: %s\n", pd_err_msg());
+            goto out;
+        }
     } else {
         s->hb_period = PD_MAX(0.5, PD_MIN(5.0, r->heartbeat_timeout / 4));
     }

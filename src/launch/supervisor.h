@@ -76,6 +76,10 @@ void pd_sup_set_restarts(pd_sup *s, int restarts);
 /* The launcher: a node whose agent wrote nothing (not even its heartbeat)
  * for this many seconds is dead (settings.heartbeat_timeout; 0: never). */
 void pd_sup_set_heartbeat(pd_sup *s, double timeout);
+/* Serve GET /metrics on bind:r->metrics_port (bind NULL: every interface)
+ * while the supervisor lives, from the trainers' lines it reads; 0 when
+ * metrics_port is 0. 0 or PD_EIO (message set). */
+int pd_sup_serve_metrics(pd_sup *s, const pd_recipe *r, const char *bind);
 /* Forget every member, each of them ended; restarts done are kept. */
 void pd_sup_clear(pd_sup *s);
 /* The last signal that ends a job (SIGINT, SIGTERM, SIGHUP) that arrived, or
