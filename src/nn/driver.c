@@ -1,8 +1,10 @@
 /* driver.c - the training loop shared by local and distributed training. */
 #include "driver.h"
 #include "auc.h"
+#include "curves.h"
 #include "keep.h"
 #include "npy.h"
+#include "../core/fs.h"
 #include "../core/log.h"
 #include "../core/pd.h"
 
@@ -105,7 +107,7 @@ static int keep_pass(pd_keep *keep, int pass, double test_cost, const double *tm
 }
 
 int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass, long samples, double secs,
-                double sum)
+                double sum, double *tested)
 {
     const pd_recipe *r = net->r;
     double test_cost = NAN, *tm = pd_xcalloc((size_t)r->nmetrics + 1, sizeof *tm);
@@ -116,6 +118,7 @@ int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass,
                 samples / secs, samples ? sum / samples : NAN, ttext);
         if (save) save = keep_pass(keep, pass, test ? test_cost : NAN, tm);
     }
+    for (int i = 0; tested && i <= r->nmetrics; i++) tested[i] = !test || rc < 0 ? NAN : i ? tm[i - 1] : test_cost;
     free(tm);
     if (rc < 0 || !save) return rc;
     char *dir = pd_xasprintf("%s/pass-%05d", r->save_dir, pass);
@@ -136,6 +139,7 @@ typedef struct pass_state {
     long samples, period_n;
     double last_progress;
     int tty, shown;
+    pd_curves *curves;      /* SAVE_DIR/curves.svg, or NULL */
 } pass_state;
 
 /* One batch: bind, forward, backward, the caller's step; the cost summed. */
@@ -198,6 +202,7 @@ static int after_batch(pd_driver *d, pass_state *s)
         }
         PD_INFO("pass %d, batch %d, cost %.6g, %.0f samples/s", s->pass, s->batch, s->period_sum / s->period_n,
                 s->samples / (pd_now() - s->t0));
+        if (s->curves) pd_curves_train(s->curves, d->steps, s->period_sum / s->period_n);
         s->period_sum = 0;
         s->period_n = 0;
     }
@@ -235,6 +240,17 @@ static int run_pass(pd_driver *d, pass_state *s)
     return rc;
 }
 
+/* After a pass: its test point on the curves, and SAVE_DIR/curves.svg
+ * rewritten (a failure is a warning: training goes on). */
+static void draw_curves(pd_driver *d, pass_state *s, const double *tested)
+{
+    pd_curves_test(s->curves, d->steps, s->pass, tested[0], tested + 1);
+    char *path = pd_xasprintf("%s/curves.svg", d->r->save_dir);
+    if (pd_mkdir_p(d->r->save_dir) < 0 || pd_curves_write(s->curves, path) < 0)
+        PD_WARN("loss curves not written: %s", pd_err_msg());
+    free(path);
+}
+
 static int end_pass(pd_driver *d, pass_state *s, pd_keep *keep)
 {
     const pd_step_ops *ops = d->ops;
@@ -244,7 +260,10 @@ static int end_pass(pd_driver *d, pass_state *s, pd_keep *keep)
     if (ops->pass_end && (rc = ops->pass_end(d->ctx, d->net, s->pass)) < 0) return rc;
     double secs = pd_now() - s->t0;
     if (d->save && ops->sync_model && (rc = ops->sync_model(d->ctx, d->net)) < 0) return rc;
-    rc = pd_pass_end(d->net, d->save ? d->test : NULL, keep, d->save, s->pass, s->samples, secs, s->sum);
+    double *tested = pd_xcalloc((size_t)d->r->nmetrics + 1, sizeof *tested);
+    rc = pd_pass_end(d->net, d->save ? d->test : NULL, keep, d->save, s->pass, s->samples, secs, s->sum, tested);
+    if (rc == 0 && s->curves) draw_curves(d, s, tested);
+    free(tested);
     if (rc < 0) return rc;
     if (ops->pass_done && (rc = ops->pass_done(d->ctx, d->net, s->pass)) < 0) return rc;
     if (pd_reader_skipped(d->train))
@@ -274,9 +293,11 @@ int pd_drive(pd_driver *d)
     pd_reader_set_stop(d->train, d->stop);
     pd_keep keep;
     pd_keep_init(&keep, d->r);
+    pd_curves curves;
+    pd_curves_init(&curves, d->r);
     for (int pass = d->start_pass; pass < d->r->passes && rc == 0; pass++) {
         pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .tty = tty,
-                        .skip = pass == d->start_pass ? d->start_batch : 0};
+                        .skip = pass == d->start_pass ? d->start_batch : 0, .curves = d->save ? &curves : NULL};
         if ((rc = run_pass(d, &s)) < 0) break;
         if (d->stop && *d->stop) rc = pd_err_set(PD_EINTR, "interrupted");
         else rc = end_pass(d, &s, &keep);
@@ -287,5 +308,6 @@ int pd_drive(pd_driver *d)
         }
     }
     pd_keep_free(&keep);
+    pd_curves_free(&curves);
     return rc;
 }

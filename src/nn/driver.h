@@ -63,9 +63,10 @@ long pd_evaluate(pd_net *net, pd_reader *rd, double *cost, double *metrics);
 
 /* After a pass: the test cost (when test is not NULL) and metrics, the pass
  * line in the log, and, when save, the model saved to SAVE_DIR/pass-NNNNN
- * (keep NULL: every pass; else as keep says, which also tracks the best). */
+ * (keep NULL: every pass; else as keep says, which also tracks the best).
+ * tested, when not NULL, gets the test cost then the metrics (NaN: none). */
 int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass, long samples, double secs,
-                double sum);
+                double sum, double *tested);
 
 /* Open the training / test reader of a recipe for share/nshares. stop may
  * be NULL. */

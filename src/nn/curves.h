@@ -1,0 +1,35 @@
+/*
+ * curves.h - the loss curves of a training run as an SVG picture: the train
+ * cost of every log period and the test cost (and metrics) of every pass
+ * against the step, rewritten atomically after each pass.
+ *
+ *     pd_curves c;
+ *     pd_curves_init(&c, recipe);
+ *     pd_curves_train(&c, step, period_cost);          // every log period
+ *     pd_curves_test(&c, step, pass, test_cost, metrics); // every pass
+ *     rc = pd_curves_write(&c, "output/curves.svg");
+ *     pd_curves_free(&c);
+ */
+#ifndef PD_CURVES_H
+#define PD_CURVES_H
+
+#include "../core/recipe.h"
+
+typedef struct pd_curves {
+    const pd_recipe *r;
+    int nm;                 /* metrics per test point */
+    double *train;          /* (step, cost) pairs */
+    int ntrain, cap_train;
+    double *test;           /* (step, pass, cost, metric...) rows of 3 + nm */
+    int ntest, cap_test;
+} pd_curves;
+
+void pd_curves_init(pd_curves *c, const pd_recipe *r);
+void pd_curves_train(pd_curves *c, long step, double cost);
+/* metrics: r->nmetrics values, or NULL */
+void pd_curves_test(pd_curves *c, long step, int pass, double cost, const double *metrics);
+/* Write the picture to path.tmp, then rename it to path. 0 or PD_EIO. */
+int pd_curves_write(const pd_curves *c, const char *path);
+void pd_curves_free(pd_curves *c);
+
+#endif
