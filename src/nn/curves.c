@@ -203,12 +203,17 @@ static void put_escaped(FILE *f, const char *s)
     }
 }
 
-/* The legend in the top right corner of p: n entries of colors[i], names[i]. */
-static void draw_legend(FILE *f, const panel *p, int n, const char *const *colors, const char *const *names)
+/* The legend in the right corner of p where the curves end (bottom when
+ * last_y, the last value drawn, is in the upper half): n entries of
+ * colors[i], names[i]. */
+static void draw_legend(FILE *f, const panel *p, double last_y, int n, const char *const *colors,
+                        const char *const *names)
 {
     size_t longest = 0;
     for (int i = 0; i < n; i++) longest = PD_MAX(longest, strlen(names[i]));
-    double w = 44 + 7.0 * (double)longest, x = p->x + p->w - w - 10, y = p->y + 10;
+    int bottom = isfinite(last_y) && py(p, last_y) < p->y + p->h / 2;
+    double w = 44 + 7.0 * (double)longest, x = p->x + p->w - w - 10;
+    double y = bottom ? p->y + p->h - 20 - 20 * n : p->y + 10;
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" class=\"legend\"/>\n", x, y, w, 10 + 20 * n);
     for (int i = 0; i < n; i++) {
         double ly = y + 17 + 20 * i;
@@ -270,7 +275,7 @@ static void draw_panels(FILE *f, const pd_curves *c, double xmax, int metrics)
     if (smooth) draw_series(f, &p, c->train, c->ntrain, 2, 1, (style){TRAIN_COLOR, 2.2, 1, 0, SMOOTH_POINTS});
     if (has_test)
         draw_series(f, &p, c->test, c->ntest, w, 2, (style){TEST_COLOR, 2.2, 1, c->ntest <= 40, MAX_POINTS});
-    draw_legend(f, &p, 1 + has_test, colors, names);
+    draw_legend(f, &p, c->ntrain ? c->train[2 * c->ntrain - 1] : NAN, 1 + has_test, colors, names);
     if (!metrics) return;
     panel q = p;
     q.y = TOP + COST_H + GAP;
@@ -286,10 +291,72 @@ static void draw_panels(FILE *f, const pd_curves *c, double xmax, int metrics)
         mn[n] = c->r->metrics[m].name;
         draw_series(f, &q, c->test, c->ntest, w, 3 + m, (style){palette[n], 2.2, 1, c->ntest <= 40, MAX_POINTS});
     }
-    draw_legend(f, &q, n, mc, mn);
+    draw_legend(f, &q, c->ntest ? c->test[(size_t)(c->ntest - 1) * w + 3] : NAN, n, mc, mn);
 }
 
-int pd_curves_write(const pd_curves *c, const char *path)
+/* The points, one a line: "train STEP COST" and "test STEP PASS COST METRIC...". */
+static void write_points(FILE *f, const pd_curves *c)
+{
+    int w = 3 + c->nm;
+    for (int i = 0; i < c->ntrain; i++) fprintf(f, "train %.0f %.9g\n", c->train[2 * i], c->train[2 * i + 1]);
+    for (int i = 0; i < c->ntest; i++) {
+        const double *row = c->test + (size_t)i * w;
+        fprintf(f, "test %.0f %.0f", row[0], row[1]);
+        for (int k = 2; k < w; k++) fprintf(f, " %.9g", row[k]);
+        fprintf(f, "\n");
+    }
+}
+
+void pd_curves_load(pd_curves *c, const char *dir, long max_step)
+{
+    char *path = pd_xasprintf("%s/curves.tsv", dir), line[1024];
+    FILE *f = fopen(path, "r");
+    free(path);
+    if (!f) return;
+    double *m = pd_xcalloc((size_t)c->nm + 1, sizeof *m);
+    while (fgets(line, sizeof line, f)) {
+        long step;
+        int pass, used;
+        double cost;
+        if (sscanf(line, "train %ld %lf", &step, &cost) == 2 && step <= max_step) {
+            pd_curves_train(c, step, cost);
+        } else if (sscanf(line, "test %ld %d %lf%n", &step, &pass, &cost, &used) == 3 && step <= max_step) {
+            const char *p = line + used;
+            for (int i = 0; i < c->nm; i++) {
+                char *end;
+                m[i] = strtod(p, &end);
+                if (end == p) m[i] = NAN;
+                p = end;
+            }
+            pd_curves_test(c, step, pass, cost, m);
+        }
+    }
+    free(m);
+    fclose(f);
+}
+
+/* Write path.tmp with fn, then rename it to path. */
+static int write_atomic(const pd_curves *c, const char *path, void (*fn)(FILE *, const pd_curves *))
+{
+    char *tmp = pd_xasprintf("%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        int rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    fn(f, c);
+    int bad = ferror(f);
+    bad |= fclose(f) != 0;
+    int rc = 0;
+    if (bad) rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    else if (rename(tmp, path) < 0) rc = pd_err_set(PD_EIO, "rename %s: %s", tmp, strerror(errno));
+    if (rc < 0) unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+static void write_svg(FILE *f, const pd_curves *c)
 {
     int w = 3 + c->nm, metrics = 0;
     double xmax = 1;
@@ -299,13 +366,6 @@ int pd_curves_write(const pd_curves *c, const char *path)
         for (int m = 0; m < c->nm; m++) metrics |= isfinite(c->test[(size_t)i * w + 3 + m]);
     }
     int height = TOP + COST_H + BOTTOM + (metrics ? GAP + METRIC_H - 10 : 0);
-    char *tmp = pd_xasprintf("%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        int rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
-        free(tmp);
-        return rc;
-    }
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n"
                "<style>\n"
@@ -320,12 +380,14 @@ int pd_curves_write(const pd_curves *c, const char *path)
     draw_title(f, c);
     draw_panels(f, c, xmax, metrics);
     fprintf(f, "</svg>\n");
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    int rc = 0;
-    if (bad) rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
-    else if (rename(tmp, path) < 0) rc = pd_err_set(PD_EIO, "rename %s: %s", tmp, strerror(errno));
-    if (rc < 0) unlink(tmp);
-    free(tmp);
+}
+
+int pd_curves_write(const pd_curves *c, const char *dir)
+{
+    char *svg = pd_xasprintf("%s/curves.svg", dir), *tsv = pd_xasprintf("%s/curves.tsv", dir);
+    int rc = write_atomic(c, tsv, write_points);
+    if (rc == 0) rc = write_atomic(c, svg, write_svg);
+    free(svg);
+    free(tsv);
     return rc;
 }

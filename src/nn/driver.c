@@ -202,7 +202,7 @@ static int after_batch(pd_driver *d, pass_state *s)
         }
         PD_INFO("pass %d, batch %d, cost %.6g, %.0f samples/s", s->pass, s->batch, s->period_sum / s->period_n,
                 s->samples / (pd_now() - s->t0));
-        if (s->curves) pd_curves_train(s->curves, d->steps, s->period_sum / s->period_n);
+        if (s->curves) pd_curves_train(s->curves, d->step0 + d->steps, s->period_sum / s->period_n);
         s->period_sum = 0;
         s->period_n = 0;
     }
@@ -244,11 +244,9 @@ static int run_pass(pd_driver *d, pass_state *s)
  * rewritten (a failure is a warning: training goes on). */
 static void draw_curves(pd_driver *d, pass_state *s, const double *tested)
 {
-    pd_curves_test(s->curves, d->steps, s->pass, tested[0], tested + 1);
-    char *path = pd_xasprintf("%s/curves.svg", d->r->save_dir);
-    if (pd_mkdir_p(d->r->save_dir) < 0 || pd_curves_write(s->curves, path) < 0)
+    pd_curves_test(s->curves, d->step0 + d->steps, s->pass, tested[0], tested + 1);
+    if (pd_mkdir_p(d->r->save_dir) < 0 || pd_curves_write(s->curves, d->r->save_dir) < 0)
         PD_WARN("loss curves not written: %s", pd_err_msg());
-    free(path);
 }
 
 static int end_pass(pd_driver *d, pass_state *s, pd_keep *keep)
@@ -295,6 +293,8 @@ int pd_drive(pd_driver *d)
     pd_keep_init(&keep, d->r);
     pd_curves curves;
     pd_curves_init(&curves, d->r);
+    /* resumed: the run so far, as the last life drew it up to the checkpoint */
+    if (d->save && (d->start_pass || d->start_batch)) pd_curves_load(&curves, d->r->save_dir, d->step0);
     for (int pass = d->start_pass; pass < d->r->passes && rc == 0; pass++) {
         pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .tty = tty,
                         .skip = pass == d->start_pass ? d->start_batch : 0, .curves = d->save ? &curves : NULL};

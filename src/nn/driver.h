@@ -49,6 +49,7 @@ typedef struct pd_driver {
     long steps;             /* out: steps done */
     int start_pass;         /* resume: the first pass, and the batches of it */
     int start_batch;        /* already trained (read and skipped) */
+    long step0;             /* resume: the steps before start_pass (the curves' x) */
     int pass, batch;        /* for the callbacks: the pass, and its batches done
                              * (the current one included, in step) */
 } pd_driver;

@@ -89,6 +89,8 @@ static int resume_at(const pd_recipe *r, const pd_trainer_opts *o, pd_client *cl
             cl->resume_pass, cl->resume_batch);
     d->start_pass = cl->resume_pass;
     d->start_batch = cl->resume_batch;
+    /* sync: the checkpoint's step is every trainer's; async: all trainers' batches */
+    d->step0 = !r->mode || strcmp(r->mode, "async") != 0 ? cl->resume_step : cl->resume_step / o->ntrainers;
     if (cl->resume_pass == 0) return 0;
     pd_reader_close(d->train);
     d->train = NULL;
