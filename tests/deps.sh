@@ -5,7 +5,9 @@
 # and the engines tests/integration/engines_*.sh run the job under: OpenMPI,
 # Slurm (slurmctld, slurmd, srun), podman with runc, catatonit and
 # netavark/aardvark-dns (container networks with DNS), Node.js and npm
-# (offline schema validation of the Kubernetes manifests). The package lists
+# (offline schema validation of the Kubernetes manifests), rsvg-convert
+# (librsvg2-bin: curves.sh renders curves.svg) and promtool (prometheus:
+# metrics.sh checks the /metrics text), curl (metrics.sh scrapes). The package lists
 # are read first (apt-get update) so that a fresh machine finds them.
 #
 # tests/deps.sh fuzz: what make fuzz needs instead: clang and libFuzzer
@@ -51,6 +53,9 @@ else
     # pods (podman kube play) need a pause image, built with catatonit
     [ -x /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null || missing+=(catatonit)
     command -v npm >/dev/null || missing+=(npm)
+    command -v rsvg-convert >/dev/null || missing+=(librsvg2-bin)
+    command -v promtool >/dev/null || missing+=(prometheus)
+    command -v curl >/dev/null || missing+=(curl)
 fi
 if [ ${#missing[@]} -eq 0 ]; then npm_models "${1:-}"; exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then

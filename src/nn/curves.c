@@ -271,7 +271,7 @@ static void draw_panels(FILE *f, const pd_curves *c, double xmax, int metrics)
     for (int i = 0; i < c->ntest; i++) has_test |= isfinite(c->test[(size_t)i * w + 2]);
     /* the train cost's periods as a light band, their running mean over it */
     int smooth = c->ntrain > 2 * SMOOTH_POINTS;
-    draw_series(f, &p, c->train, c->ntrain, 2, 1, (style){TRAIN_COLOR, 1.2, smooth ? 0.3 : 1, 0, MAX_POINTS});
+    draw_series(f, &p, c->train, c->ntrain, 2, 1, (style){TRAIN_COLOR, smooth ? 1.2 : 1.6, smooth ? 0.3 : 1, 0, MAX_POINTS});
     if (smooth) draw_series(f, &p, c->train, c->ntrain, 2, 1, (style){TRAIN_COLOR, 2.2, 1, 0, SMOOTH_POINTS});
     if (has_test)
         draw_series(f, &p, c->test, c->ntest, w, 2, (style){TEST_COLOR, 2.2, 1, c->ntest <= 40, MAX_POINTS});
