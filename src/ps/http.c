@@ -50,7 +50,9 @@ int pd_http_open(pd_http *h, const char *bind, int port, pd_http_body_fn fn, voi
     h->fn = fn;
     h->ctx = ctx;
     for (int i = 0; i < PD_HTTP_CONNS; i++) h->c[i].fd = -1;
-    if (port <= 0 || port > 65535) return pd_err_set(PD_EINVAL, "metrics: port %d is not a port", port);
+    if (port <= 0 || port > 65535)
+        return pd_err_set(PD_EINVAL, "metrics: port %d is out of range (settings.metrics_port; pserver i serves on "
+                                     "metrics_port + 1 + i)", port);
     int fd = bind_listen(bind, port);
     if (fd < 0) return fd;
     h->listen_fd = fd;
