@@ -149,7 +149,8 @@ static void draw_frame(FILE *f, const panel *p, const char *ylabel)
                     py(p, y) + 4, t);
         }
     }
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"frame\"/>\n", p->x, p->y, p->w, p->h);
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"frame\"/>\n", p->x, p->y,
+            p->w, p->h);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"label\" text-anchor=\"middle\">step</text>\n", p->x + p->w / 2,
             p->y + p->h + 38);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"label\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">"
@@ -271,7 +272,8 @@ static void draw_panels(FILE *f, const pd_curves *c, double xmax, int metrics)
     for (int i = 0; i < c->ntest; i++) has_test |= isfinite(c->test[(size_t)i * w + 2]);
     /* the train cost's periods as a light band, their running mean over it */
     int smooth = c->ntrain > 2 * SMOOTH_POINTS;
-    draw_series(f, &p, c->train, c->ntrain, 2, 1, (style){TRAIN_COLOR, smooth ? 1.2 : 1.6, smooth ? 0.3 : 1, 0, MAX_POINTS});
+    style band = {TRAIN_COLOR, smooth ? 1.2 : 1.6, smooth ? 0.3 : 1, 0, MAX_POINTS};
+    draw_series(f, &p, c->train, c->ntrain, 2, 1, band);
     if (smooth) draw_series(f, &p, c->train, c->ntrain, 2, 1, (style){TRAIN_COLOR, 2.2, 1, 0, SMOOTH_POINTS});
     if (has_test)
         draw_series(f, &p, c->test, c->ntest, w, 2, (style){TEST_COLOR, 2.2, 1, c->ntest <= 40, MAX_POINTS});

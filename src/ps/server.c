@@ -1264,16 +1264,19 @@ static void write_metrics(void *ctx, pd_buf *b)
     pd_prom_head(b, "paddle_pserver_info", "gauge", "This pserver: its id, the job's pservers and trainers, the mode.");
     pd_buf_printf(b, "paddle_pserver_info{pserver=\"%d\",pservers=\"%d\",trainers=\"%d\",mode=\"%s\"} 1\n",
                   s->o->id, s->o->npservers, s->o->ntrainers, s->sync ? "sync" : "async");
-    metric(b, "paddle_pserver_step", "gauge", "Highest optimizer step of the blocks and tables held (sync: the job's step).",
-           (double)step);
+    metric(b, "paddle_pserver_step", "gauge",
+           "Highest optimizer step of the blocks and tables held (sync: the job's step).", (double)step);
     metric(b, "paddle_pserver_updates_total", "counter", "Optimizer updates applied to blocks and tables.",
            (double)s->updates);
     metric(b, "paddle_pserver_pass", "gauge", "The pass the trainers are in.", s->pass);
-    metric(b, "paddle_pserver_batches", "gauge", "Batches of every trainer in the passes done.", (double)s->batches_total);
+    metric(b, "paddle_pserver_batches", "gauge", "Batches of every trainer in the passes done.",
+           (double)s->batches_total);
     metric(b, "paddle_pserver_received_bytes_total", "counter", "Bytes received from trainers.", (double)in);
     metric(b, "paddle_pserver_sent_bytes_total", "counter", "Bytes sent to trainers.", (double)out);
-    metric(b, "paddle_pserver_rows_pulled_total", "counter", "Sparse rows sent to trainers.", (double)s->rows_pulled_total);
-    metric(b, "paddle_pserver_rows_pushed_total", "counter", "Sparse row gradients received.", (double)s->rows_pushed_total);
+    metric(b, "paddle_pserver_rows_pulled_total", "counter", "Sparse rows sent to trainers.",
+           (double)s->rows_pulled_total);
+    metric(b, "paddle_pserver_rows_pushed_total", "counter", "Sparse row gradients received.",
+           (double)s->rows_pushed_total);
     metric(b, "paddle_pserver_trainers_connected", "gauge", "Trainers with an authenticated connection.", connected);
     metric(b, "paddle_pserver_trainers_finished", "gauge", "Trainers that said they finished.", s->nfinished);
     metric(b, "paddle_pserver_connections", "gauge", "Open connections (authenticated or not).", conns);
