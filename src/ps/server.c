@@ -145,7 +145,7 @@ typedef struct server {
     /* for /metrics */
     pd_http http;
     uint64_t bytes_in_gone, bytes_out_gone; /* of connections already closed */
-    long rows_pulled_total, rows_pushed_total;
+    long rows_pulled_total, rows_pushed_total; /* of the passes done (rows_pulled/pushed: this one) */
     long updates;           /* optimizer updates applied (blocks and tables) */
     long ckpt_step;         /* the last checkpoint written or loaded (-1: none) */
     double ckpt_time;       /* when it was written (pd_wall) */
@@ -782,6 +782,8 @@ static int on_pass_end(server *s, waiter me, int T, pd_frame *f)
                     secs > 0 ? (s->rows_pulled + s->rows_pushed) / secs : 0.0);
         else
             PD_INFO("pass %u done by all %d trainers", f->a, s->o->ntrainers);
+        s->rows_pulled_total += s->rows_pulled; /* the passes before this one, for /metrics */
+        s->rows_pushed_total += s->rows_pushed;
         s->rows_pulled = s->rows_pushed = 0;
         s->pass_started = pd_now();
         s->pass = (int)f->a + 1;
@@ -918,7 +920,6 @@ static int on_frame(server *s, int slot, pd_frame *f)
             return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for table '%s': refused", T,
                               s->lay.params[tb->param].name);
         s->rows_pushed += f->b;
-        s->rows_pushed_total += f->b;
         for (uint32_t i = 0; i < f->b; i++) {
             int32_t local = pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i));
             pd_backend_cpu.axpy((size_t)tb->dim, 1.f, vals + (size_t)i * tb->dim, tb->g + (size_t)local * tb->dim);
@@ -941,7 +942,6 @@ static int on_frame(server *s, int slot, pd_frame *f)
             return pd_err_set(PD_ERANGE, "PULL_ROWS of %u rows: the reply (%zu bytes) would be over the %u frame limit",
                               f->b, n * sizeof(float), PD_MAX_FRAME);
         s->rows_pulled += f->b;
-        s->rows_pulled_total += f->b;
         float *out = pd_xmalloc((n ? n : 1) * sizeof(float));
         for (uint32_t i = 0; i < f->b; i++)
             memcpy(out + (size_t)i * tb->dim,
@@ -1274,9 +1274,9 @@ static void write_metrics(void *ctx, pd_buf *b)
     metric(b, "paddle_pserver_received_bytes_total", "counter", "Bytes received from trainers.", (double)in);
     metric(b, "paddle_pserver_sent_bytes_total", "counter", "Bytes sent to trainers.", (double)out);
     metric(b, "paddle_pserver_rows_pulled_total", "counter", "Sparse rows sent to trainers.",
-           (double)s->rows_pulled_total);
+           (double)(s->rows_pulled_total + s->rows_pulled));
     metric(b, "paddle_pserver_rows_pushed_total", "counter", "Sparse row gradients received.",
-           (double)s->rows_pushed_total);
+           (double)(s->rows_pushed_total + s->rows_pushed));
     metric(b, "paddle_pserver_trainers_connected", "gauge", "Trainers with an authenticated connection.", connected);
     metric(b, "paddle_pserver_trainers_finished", "gauge", "Trainers that said they finished.", s->nfinished);
     metric(b, "paddle_pserver_connections", "gauge", "Open connections (authenticated or not).", conns);
