@@ -134,7 +134,12 @@ function N.new(limits)
       local w = where()
       if type(name) ~= "string" then fail(w, "nn.%s: the first argument must be the slot name", fname) end
       if #name > 31 then fail(w, "nn.%s: slot name '%s' is too long (31 characters at most)", fname, name) end
-      size = size_arg(size, fname, kind == "dense" and "size" or "the id range", w)
+      -- ids without a range are 64-bit feature ids: only a growing (hash) table takes them
+      if kind ~= "dense" and size == nil then
+        size = 0
+      else
+        size = size_arg(size, fname, kind == "dense" and "size" or "the id range", w)
+      end
       opts_table(opts, fname, {}, w)
       return (add({ type = "data", kind = kind, size = kind == "dense" and size or 1,
                     range = kind ~= "dense" and size or nil, seq = kind == "id_list", inputs = {},
@@ -175,10 +180,44 @@ function N.new(limits)
     return h
   end
 
+  -- The limits of a growing table (an embedding over ids without a range),
+  -- or nil for a fixed one; opts.table says which it must be.
+  local function growing_table(input, opts, w)
+    local t = opts.table
+    if t ~= nil and t ~= "hash" and t ~= "fixed" then
+      R.unknown(R.key_at(w, "table"), "nn.embedding: unknown table", tostring(t), { "hash", "fixed" })
+    end
+    local hash = input.range == 0
+    if t == "hash" and not hash then
+      fail(R.key_at(w, "table"), "nn.embedding: table = 'hash' takes ids without a range, but '%s' has range %d; "
+        .. "declare it as nn.%s(\"%s\") without one", input.name, input.range, input.kind, input.slot or input.name)
+    end
+    if t == "fixed" and hash then
+      fail(R.key_at(w, "table"), "nn.embedding: table = 'fixed' needs an id range, '%s' has none", input.name)
+    end
+    local lim = {}
+    for _, k in ipairs({ "min_count", "ttl", "max_rows" }) do
+      local v = opts[k]
+      if v ~= nil then
+        if not hash then
+          fail(R.key_at(w, k), "nn.embedding: %s is for growing tables (ids without a range); '%s' has range %d",
+            k, input.name, input.range)
+        end
+        if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
+        if math.type(v) ~= "integer" or v < 0 or v > 2000000000 then
+          fail(R.key_at(w, k), "nn.embedding: %s must be an integer in [0, 2000000000], got %s", k, tostring(v))
+        end
+      end
+      lim[k] = v or 0
+    end
+    return hash and lim or nil
+  end
+
   -- nn.embedding(ids, dim [, opts]): ids -> rows of a (sparse) table
   function nn.embedding(input, dim, opts)
     local w = where()
-    opts = opts_table(opts, "embedding", { name = true, init = true, param = true }, w)
+    opts = opts_table(opts, "embedding", { name = true, init = true, param = true, table = true, min_count = true,
+                                           ttl = true, max_rows = true }, w)
     input = need_node(input, "embedding", "input", w)
     if input.kind ~= "id" and input.kind ~= "id_list" then
       fail(w, "nn.embedding: input '%s' must hold ids (nn.id or nn.id_list), it is dense", input.name)
@@ -186,17 +225,27 @@ function N.new(limits)
     dim = size_arg(dim, "embedding", "dim", w)
     local param = opts.param
     if param ~= nil then check_name(param, "embedding", "param", R.key_at(w, "param")) end
+    local hash = growing_table(input, opts, w)
     local first = param and tables[param]
     if first and (first.rows ~= input.range or first.cols ~= dim) then
       fail(w, "nn.embedding: table '%s' is %dx%d here but %dx%d at %s; a shared table needs the same id range and dim",
         param, input.range, dim, first.rows, first.cols, first.where)
     end
+    if first and hash and (first.min_count ~= hash.min_count or first.ttl ~= hash.ttl
+                           or first.max_rows ~= hash.max_rows) then
+      fail(w, "nn.embedding: table '%s' has min_count, ttl and max_rows %d, %d, %d at %s; give them once or alike",
+        param, first.min_count, first.ttl, first.max_rows, first.where)
+    end
     local init = check_init(opts.init, "embedding", w) or { kind = "xavier", a = 0, b = 0 }
     local h, node = add({ type = "embedding", inputs = { input }, size = dim, seq = input.seq }, "embedding", w,
       opts.name)
-    add_param(node, { name = param or (node.name .. ".w_0"), rows = input.range, cols = dim, sparse = true,
-                      init = init }, w)
-    if param and not first then tables[param] = { rows = input.range, cols = dim, where = w } end
+    local p = { name = param or (node.name .. ".w_0"), rows = input.range, cols = dim, sparse = true, init = init }
+    if hash then p.hash, p.min_count, p.ttl, p.max_rows = true, hash.min_count, hash.ttl, hash.max_rows end
+    add_param(node, p, w)
+    if param and not first then
+      tables[param] = { rows = input.range, cols = dim, where = w, min_count = p.min_count, ttl = p.ttl,
+                        max_rows = p.max_rows }
+    end
     return h
   end
 

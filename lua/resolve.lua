@@ -149,7 +149,9 @@ local function copy_layers(records)
     for j, x in ipairs(n.inputs) do inputs[j] = x.index end
     for j, p in ipairs(n.params) do
       params[j] = { name = p.name, rows = p.rows, cols = p.cols, sparse = p.sparse or false,
-                    init = { kind = p.init.kind, a = p.init.a, b = p.init.b } }
+                    init = { kind = p.init.kind, a = p.init.a, b = p.init.b },
+                    hash = p.hash or false, min_count = p.min_count or 0, ttl = p.ttl or 0,
+                    max_rows = p.max_rows or 0 }
     end
     layers[i] = {
       name = n.name, type = n.type, kind = n.kind, size = n.size, range = n.range or 0, seq = n.seq or false,

@@ -37,6 +37,11 @@ typedef struct pd_param_desc {
     int rows, cols;
     int sparse;     /* an embedding table: rows travel one by one */
     pd_init init;
+    /* a growing table (rows 0): rows keyed by 64-bit ids, created on update */
+    int hash;
+    long min_count; /* updates before an id gets a row */
+    int ttl;        /* passes without update before a row goes (0: never) */
+    long max_rows;  /* rows per pserver (0: no cap) */
 } pd_param_desc;
 
 typedef struct pd_layer_desc {
@@ -48,7 +53,7 @@ typedef struct pd_layer_desc {
     char *pool;     /* seq_pool: sum average max */
     char *where;    /* file:line of the declaration */
     int size;       /* output width */
-    int range;      /* id layers: ids are in [0, range) */
+    int range;      /* id layers: ids are in [0, range); 0: 64-bit ids (growing tables) */
     int seq;        /* output is a sequence (one row per id) */
     double scale;   /* cos_sim */
     int ninputs;

@@ -23,6 +23,7 @@ void pd_batch_free(pd_batch *b)
     for (int i = 0; i < b->nslots; i++) {
         free(b->slots[i].values);
         free(b->slots[i].ids);
+        free(b->slots[i].keys);
         free(b->slots[i].offsets);
     }
     free(b->slots);
@@ -69,6 +70,31 @@ static void reserve_ids(pd_slot *s, size_t n)
     }
 }
 
+static void reserve_keys(pd_slot *s, size_t n)
+{
+    if (n > s->cap_keys) {
+        size_t c = s->cap_keys ? s->cap_keys * 2 : 256;
+        while (c < n) c *= 2;
+        s->keys = pd_xrealloc(s->keys, c * sizeof *s->keys);
+        s->cap_keys = c;
+    }
+}
+
+void pd_slot_push_key(pd_slot *s, int n, uint64_t key)
+{
+    reserve_keys(s, (size_t)n + 1);
+    s->keys[n] = key;
+}
+
+void pd_slot_push_keys(pd_slot *s, int n, const uint64_t *keys, int nkeys)
+{
+    reserve_offsets(s, (size_t)n + 2);
+    int32_t start = s->offsets[n];
+    reserve_keys(s, (size_t)start + nkeys);
+    if (nkeys) memcpy(s->keys + start, keys, (size_t)nkeys * sizeof *keys);
+    s->offsets[n + 1] = start + nkeys;
+}
+
 /* n is the index of the sample being added (the batch's count before it). */
 float *pd_slot_push_dense(pd_slot *s, int n)
 {
@@ -78,12 +104,24 @@ float *pd_slot_push_dense(pd_slot *s, int n)
 
 void pd_slot_push_id(pd_slot *s, int n, int32_t id)
 {
+    if (s->width == 0) {
+        pd_slot_push_key(s, n, (uint64_t)(int64_t)id);
+        return;
+    }
     reserve_ids(s, (size_t)n + 1);
     s->ids[n] = id;
 }
 
 void pd_slot_push_ids(pd_slot *s, int n, const int32_t *ids, int nids)
 {
+    if (s->width == 0) {
+        reserve_offsets(s, (size_t)n + 2);
+        int32_t start = s->offsets[n];
+        reserve_keys(s, (size_t)start + nids);
+        for (int k = 0; k < nids; k++) s->keys[start + k] = (uint64_t)(int64_t)ids[k];
+        s->offsets[n + 1] = start + nids;
+        return;
+    }
     reserve_offsets(s, (size_t)n + 2);
     int32_t start = s->offsets[n];
     reserve_ids(s, (size_t)start + nids);
@@ -103,10 +141,12 @@ void pd_batch_append(pd_batch *dst, const pd_batch *src, int i)
                    (size_t)s->width * sizeof(float));
             break;
         case PD_SLOT_ID:
-            pd_slot_push_id(d, n, s->ids[i]);
+            if (d->width == 0) pd_slot_push_key(d, n, s->keys[i]);
+            else pd_slot_push_id(d, n, s->ids[i]);
             break;
         case PD_SLOT_ID_LIST:
-            pd_slot_push_ids(d, n, s->ids + s->offsets[i], s->offsets[i + 1] - s->offsets[i]);
+            if (d->width == 0) pd_slot_push_keys(d, n, s->keys + s->offsets[i], s->offsets[i + 1] - s->offsets[i]);
+            else pd_slot_push_ids(d, n, s->ids + s->offsets[i], s->offsets[i + 1] - s->offsets[i]);
             break;
         }
     }

@@ -49,6 +49,10 @@ static const char *kind_name(const pd_slot *s)
 
 static int bind_ids(const pd_slot *s, const pd_recipe *r, uint32_t *fold)
 {
+    if (s->width == 0) { /* 64-bit feature ids, for a growing table: not folded */
+        *fold = 0;
+        return 0;
+    }
     if (r->hash_space > 0 && s->width < r->hash_space)
         return pd_err_set(PD_ERECIPE, "%s: slot '%s' has %d ids, fewer than data.hash_space = %d: declare it with "
                                       "range %d or more", r->path, s->name, s->width, r->hash_space, r->hash_space);
@@ -209,6 +213,7 @@ static int put_cats(const pd_criteo *c, pd_batch *st, const char **f, const size
                     long lineno)
 {
     int32_t all[PD_CRITEO_NCAT];
+    uint64_t keys[PD_CRITEO_NCAT];
     for (int k = 0; k < PD_CRITEO_NCAT; k++) {
         uint32_t v = 0;
         int rc = parse_hex(f[k], len[k], &v);
@@ -216,10 +221,15 @@ static int put_cats(const pd_criteo *c, pd_batch *st, const char **f, const size
             return bad_field(file, lineno, 1 + PD_CRITEO_NDENSE + k, f[k], len[k],
                              rc == -2 ? "is longer than 8 hex digits" : "is not hexadecimal");
         uint64_t id = pd_criteo_feature(k, v, len[k] > 0);
-        if (c->cats[k] >= 0) pd_slot_push_id(&st->slots[c->cats[k]], 0, pd_criteo_fold(id, c->fold[k]));
-        if (c->sparse >= 0) all[k] = pd_criteo_fold(id, c->sparse_fold);
+        keys[k] = id;
+        if (c->cats[k] >= 0) {
+            if (c->fold[k]) pd_slot_push_id(&st->slots[c->cats[k]], 0, pd_criteo_fold(id, c->fold[k]));
+            else pd_slot_push_key(&st->slots[c->cats[k]], 0, id);
+        }
+        if (c->sparse >= 0 && c->sparse_fold) all[k] = pd_criteo_fold(id, c->sparse_fold);
     }
-    if (c->sparse >= 0) pd_slot_push_ids(&st->slots[c->sparse], 0, all, PD_CRITEO_NCAT);
+    if (c->sparse >= 0 && c->sparse_fold) pd_slot_push_ids(&st->slots[c->sparse], 0, all, PD_CRITEO_NCAT);
+    else if (c->sparse >= 0) pd_slot_push_keys(&st->slots[c->sparse], 0, keys, PD_CRITEO_NCAT);
     return 0;
 }
 

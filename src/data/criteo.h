@@ -16,8 +16,11 @@
  *     label    nn.data("label", 1) (0.0 / 1.0) or nn.id("label", 2)
  *     dense    nn.data("dense", 13): I1..I13 transformed
  *     I1..I13  nn.data("In", 1): one of them transformed
- *     C1..C26  nn.id("Cn", N): the column's feature, folded into [0, N)
- *     sparse   nn.id_list("sparse", N): the 26 features of the line
+ *     C1..C26  nn.id("Cn", N): the column's feature, folded into [0, N);
+ *              nn.id("Cn") (no range): the 64-bit feature id itself, for
+ *              a growing table
+ *     sparse   nn.id_list("sparse", N): the 26 features of the line (no
+ *              range: their 64-bit ids)
  *
  * Transform of the integers (data.dense_transform): "log1p" (default)
  * gives log(1 + max(v, 0)), "none" the value itself; a missing value is 0.
@@ -49,7 +52,7 @@ typedef struct pd_criteo {
     int label_is_id;
     int ints[PD_CRITEO_NDENSE];     /* slots I1..I13, -1 */
     int cats[PD_CRITEO_NCAT];       /* slots C1..C26, -1 */
-    uint32_t fold[PD_CRITEO_NCAT];  /* ids of column k fold into [0, fold[k]) */
+    uint32_t fold[PD_CRITEO_NCAT];  /* ids of column k fold into [0, fold[k]) (0: not folded) */
     uint32_t sparse_fold;
     int log1p;
 } pd_criteo;

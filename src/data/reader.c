@@ -383,9 +383,10 @@ static int stage_row(pd_reader *rd, const double *vals, int n, const char *file,
             for (int k = c->first; k <= c->last; k++) dst[k - c->first] = (float)vals[k];
         } else {
             double v = vals[c->first];
-            if (v != floor(v) || v < 0 || v >= s->width)
-                return pd_err_set(PD_EDATA, "%s:%ld: field %d of slot '%s' must be an id in [0, %d), got %g", file,
-                                  lineno, c->first + 1, s->name, s->width, v);
+            double top = s->width > 0 ? s->width : 2147483648.0; /* width 0: any id an int32 holds */
+            if (v != floor(v) || v < 0 || v >= top)
+                return pd_err_set(PD_EDATA, "%s:%ld: field %d of slot '%s' must be an id in [0, %.0f), got %g", file,
+                                  lineno, c->first + 1, s->name, top, v);
             int32_t id = (int32_t)v;
             if (s->kind == PD_SLOT_ID)
                 pd_slot_push_id(s, 0, id);
@@ -693,11 +694,14 @@ static void synth_sample(pd_reader *rd)
                 x[k] = s->width == 1 ? 1 + 4 * u : 3.4641016f * (u - 0.5f);
             }
         } else if (s->kind == PD_SLOT_ID) {
-            pd_slot_push_id(s, 0, (int32_t)(pd_rng_next(&rd->rng) % (uint64_t)s->width));
+            /* width 0 (64-bit ids): ids below 100000 */
+            uint64_t range = s->width > 0 ? (uint64_t)s->width : 100000;
+            pd_slot_push_id(s, 0, (int32_t)(pd_rng_next(&rd->rng) % range));
         } else {
             int32_t ids[5];
+            uint64_t range = s->width > 0 ? (uint64_t)s->width : 100000;
             int n = 1 + (int)(pd_rng_next(&rd->rng) % 5);
-            for (int k = 0; k < n; k++) ids[k] = (int32_t)(pd_rng_next(&rd->rng) % (uint64_t)s->width);
+            for (int k = 0; k < n; k++) ids[k] = (int32_t)(pd_rng_next(&rd->rng) % range);
             pd_slot_push_ids(s, 0, ids, n);
         }
     }

@@ -227,6 +227,10 @@ static void read_params(lua_State *L, int t, pd_layer_desc *d)
         p->rows = get_int(L, pt, "rows");
         p->cols = get_int(L, pt, "cols");
         p->sparse = get_bool(L, pt, "sparse");
+        p->hash = get_bool(L, pt, "hash");
+        p->min_count = (long)get_integer(L, pt, "min_count", 0, 2000000000);
+        p->ttl = (int)get_integer(L, pt, "ttl", 0, 2000000000);
+        p->max_rows = (long)get_integer(L, pt, "max_rows", 0, 2000000000);
         int init = enter(L, pt, "init", NULL);
         get_name(L, init, "kind", p->init.kind, sizeof p->init.kind);
         p->init.a = get_num(L, init, "a");

@@ -17,7 +17,7 @@ static int setup(pd_layer *l)
     if (strcmp(d->kind, "id") && strcmp(d->kind, "id_list"))
         return pd_layer_fail(l, "has kind '%s', not dense, id or id_list", d->kind);
     if (l->size != 1) return pd_layer_fail(l, "holds ids, so its width is 1, not %d", l->size);
-    if (d->range <= 0) return pd_layer_fail(l, "holds ids in [0, %d): the range must be positive", d->range);
+    if (d->range < 0) return pd_layer_fail(l, "holds ids in [0, %d): the range must be positive", d->range);
     if (!d->seq != !strcmp(d->kind, "id"))
         return pd_layer_fail(l, "is %s but %smarked as a sequence", d->kind, d->seq ? "" : "not ");
     return 0;

@@ -39,6 +39,15 @@ void pd_init_fill(const pd_init *init, float *w, int rows, int cols, uint64_t *r
     }
 }
 
+void pd_init_row(const pd_init *init, const char *table, uint64_t seed, uint64_t id, float *w, int cols)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a of the table's name */
+    for (const char *c = table; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+    uint64_t rng = pd_hash_id(id ^ pd_hash_id(h ^ pd_hash_id(seed)));
+    /* xavier over a table without rows: fan in = fan out = cols */
+    pd_init_fill(init, w, strcmp(init->kind, "xavier") == 0 ? cols : 1, cols, &rng);
+}
+
 int pd_act_from_name(const char *name)
 {
     static const char *names[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
@@ -222,6 +231,117 @@ int pd_layer_need_param(const pd_layer *l, int j, int rows, int cols)
     return 0;
 }
 
+/* --- growing tables ----------------------------------------------------------- */
+
+static int upload_ids(pd_layer *l, const int32_t *h, int n, int32_t **dev, int *cap);
+
+void pd_hash_update(pd_hashtab *tab, const pd_init *init, int cols, const uint64_t *keys, const float *g, int n,
+                    const pd_opt_hyper *h, uint64_t seed)
+{
+    int k = tab->rows.width / cols - 1;
+    for (int i = 0; i < n; i++) {
+        int created;
+        float *row = pd_hashtab_update(tab, keys[i], &created);
+        if (!row) continue; /* not admitted yet: the gradient was counted */
+        if (created) pd_init_row(init, tab->name, seed, keys[i], row, cols);
+        pd_backend_cpu.opt_update(h, row, g + (size_t)i * cols, k > 0 ? row + cols : NULL,
+                                  k > 1 ? row + 2 * cols : NULL, (size_t)cols);
+    }
+}
+
+void pd_param_fill_local(pd_net *net, pd_param *p)
+{
+    float *host = net->be->host_memory ? p->w : pd_xmalloc((size_t)p->nkeys * p->cols * sizeof(float) + 1);
+    for (int i = 0; i < p->nkeys; i++) {
+        float *dst = host + (size_t)i * p->cols, *row = pd_hashtab_find(p->tab, p->keys[i]);
+        if (row) memcpy(dst, row, (size_t)p->cols * sizeof(float));
+        else pd_init_row(&p->init, p->name, net->seed, p->keys[i], dst, p->cols);
+    }
+    if (!net->be->host_memory) {
+        net->be->upload(p->w, host, (size_t)p->nkeys * p->cols * sizeof(float));
+        free(host);
+    }
+}
+
+/* The row of key among p's bound ids, added when new. */
+static int32_t map_key(pd_param *p, uint64_t key)
+{
+    if ((size_t)(p->nkeys + 1) * 2 > p->kmap_cap) {
+        size_t cap = p->kmap_cap ? p->kmap_cap * 2 : 1024;
+        free(p->kmap);
+        p->kmap = pd_xmalloc(cap * sizeof *p->kmap);
+        memset(p->kmap, 0xff, cap * sizeof *p->kmap);
+        p->kmap_cap = cap;
+        for (int i = 0; i < p->nkeys; i++) {
+            size_t h = pd_hash_id(p->keys[i]) & (cap - 1);
+            while (p->kmap[h] >= 0) h = (h + 1) & (cap - 1);
+            p->kmap[h] = i;
+        }
+    }
+    size_t mask = p->kmap_cap - 1, h = pd_hash_id(key) & mask;
+    while (p->kmap[h] >= 0) {
+        if (p->keys[p->kmap[h]] == key) return p->kmap[h];
+        h = (h + 1) & mask;
+    }
+    PD_GROW(&p->keys, &p->cap_keys, p->nkeys + 1);
+    p->keys[p->nkeys] = key;
+    p->kmap[h] = p->nkeys;
+    return p->nkeys++;
+}
+
+/* Room in w and g for rows rows (contents dropped; g zero). */
+static int hash_reserve(pd_net *net, pd_param *p, int rows)
+{
+    if (rows <= p->rows) return 0;
+    int cap = p->rows > 0 ? p->rows : 256;
+    while (cap < rows) cap *= 2;
+    size_t bytes = (size_t)cap * p->cols * sizeof(float);
+    net->be->free(p->w);
+    net->be->free(p->g);
+    p->w = net->be->alloc(bytes);
+    p->g = net->be->alloc(bytes);
+    p->rows = 0;
+    if (!p->w || !p->g)
+        return pd_err_set(PD_ENOMEM, "table '%s': cannot allocate %d rows of %d floats", p->name, cap, p->cols);
+    net->be->zero(p->g, bytes);
+    free(p->mark);
+    p->mark = pd_xcalloc((size_t)cap, 1);
+    p->ntouched = 0;
+    p->rows = cap;
+    return 0;
+}
+
+/* After a bind: every growing table's rows for the batch's ids. */
+static int bind_hash(pd_net *net)
+{
+    int rc;
+    for (int i = 0; i < net->nparams; i++) {
+        pd_param *p = &net->params[i];
+        if (!p->hash) continue;
+        p->nkeys = 0;
+        if (p->kmap) memset(p->kmap, 0xff, p->kmap_cap * sizeof *p->kmap);
+    }
+    for (int i = 0; i < net->nlayers; i++) {
+        pd_layer *l = &net->layers[i];
+        if (l->is_data || !l->p[0] || !l->p[0]->hash || strcmp(l->d->type, "embedding")) continue;
+        pd_layer *x = l->in[0];
+        PD_GROW(&l->h_lids, &l->cap_h_lids, x->rows + 1);
+        for (int k = 0; k < x->rows; k++) l->h_lids[k] = map_key(l->p[0], x->h_keys[k]);
+        if ((rc = upload_ids(l, l->h_lids, x->rows, &l->lids, &l->cap_lids)) < 0) return rc;
+    }
+    for (int i = 0; i < net->nparams; i++) {
+        pd_param *p = &net->params[i];
+        if (!p->hash) continue;
+        if ((rc = hash_reserve(net, p, p->nkeys)) < 0) return rc;
+        if (net->fill_rows) {
+            if ((rc = net->fill_rows(net->fill_ctx, net, p)) < 0) return rc;
+        } else {
+            pd_param_fill_local(net, p);
+        }
+    }
+    return 0;
+}
+
 void pd_param_touch(pd_param *p, const int32_t *ids, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -240,7 +360,7 @@ static int add_param(pd_net *net, const pd_param_desc *d, pd_param **out)
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
         if (strcmp(p->name, d->name) == 0) {
-            if (p->rows != d->rows || p->cols != d->cols)
+            if (p->rows != d->rows || p->cols != d->cols || p->hash != d->hash)
                 return pd_err_set(PD_ERECIPE, "parameter '%s' is shared with shapes %dx%d and %dx%d",
                                   d->name, p->rows, p->cols, d->rows, d->cols);
             *out = p;
@@ -254,8 +374,16 @@ static int add_param(pd_net *net, const pd_param_desc *d, pd_param **out)
     p->cols = d->cols;
     p->sparse = d->sparse;
     p->init = d->init;
+    p->hash = d->hash;
     *out = p;
     if (net->shapes_only) return 0;
+    if (p->hash) {
+        pd_hashtab_limits lim = {.min_count = d->min_count, .ttl = d->ttl, .max_rows = d->max_rows};
+        p->tab = pd_xmalloc(sizeof *p->tab);
+        pd_hashtab_init(p->tab, p->name, pd_hash_width(p->cols, net->opt_state), &lim);
+        p->rows = 0;
+        return hash_reserve(net, p, 256);
+    }
     size_t n = (size_t)p->rows * p->cols;
     p->w = net->be->alloc(n * sizeof(float));
     p->g = net->be->alloc(n * sizeof(float));
@@ -288,7 +416,8 @@ static int check_desc(const pd_recipe *r, const pd_layer_desc *d, int i)
         const pd_param_desc *p = &d->params[j];
         if (pd_param_name_check(p->name) < 0)
             return pd_err_wrap(PD_EINVAL, "%s: layer '%s' (%s)", where, d->name, d->type);
-        if (p->rows <= 0 || p->cols <= 0 || (size_t)p->rows * (size_t)p->cols > (size_t)INT_MAX)
+        if (p->rows < 0 || (p->rows == 0 && !p->hash) || p->cols <= 0 ||
+            (size_t)p->rows * (size_t)p->cols > (size_t)INT_MAX)
             return pd_err_set(PD_EINVAL, "%s: layer '%s' (%s): parameter '%s' is %dx%d", where, d->name, d->type,
                               p->name, p->rows, p->cols);
     }
@@ -328,6 +457,9 @@ static int build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t
     net->be = be;
     net->r = r;
     net->rng = seed * 0x2545F4914F6CDD1Dull + 1;
+    net->seed = seed;
+    net->opt_state = pd_opt_state_floats(pd_opt_from_name(r->optimizer.type));
+    if (net->opt_state < 0) net->opt_state = 0;
     net->cost = r->cost;
     net->predict = r->predict;
     net->nlayers = r->nlayers;
@@ -386,6 +518,8 @@ void pd_net_free(pd_net *net)
         be->free(l->grad);
         be->free(l->fscratch);
         be->free(l->iscratch);
+        if (!be->host_memory) be->free(l->lids);
+        free(l->h_lids);
         if (!be->host_memory && l->is_data) {
             be->free(l->ids);
             be->free(l->offsets);
@@ -401,6 +535,10 @@ void pd_net_free(pd_net *net)
         be->free(p->s2);
         free(p->touched);
         free(p->mark);
+        free(p->keys);
+        free(p->kmap);
+        if (p->tab) pd_hashtab_free(p->tab);
+        free(p->tab);
     }
     free(net->params);
     memset(net, 0, sizeof *net);
@@ -483,6 +621,19 @@ int pd_net_bind(pd_net *net, const pd_batch *b)
             continue;
         }
         int nids = want == PD_SLOT_ID ? b->n : s->offsets[b->n];
+        if ((d->range == 0) != (s->width == 0))
+            return pd_err_set(PD_ERECIPE, "%s: data layer '%s' has %s but slot '%s' of the reader gives %s",
+                              d->where ? d->where : "model", d->name, d->range ? "an id range" : "no id range",
+                              s->name, s->width ? "ids of a range" : "64-bit ids");
+        if (d->range == 0) {
+            l->rows = nids;
+            l->h_keys = s->keys;
+            if (want == PD_SLOT_ID_LIST) {
+                l->h_offsets = s->offsets;
+                if ((rc = upload_ids(l, s->offsets, b->n + 1, &l->offsets, &l->cap_offsets)) < 0) return rc;
+            }
+            continue;
+        }
         for (int k = 0; k < nids; k++)
             if (s->ids[k] < 0 || s->ids[k] >= d->range)
                 return pd_err_set(PD_EDATA, "slot '%s': id %d is outside [0, %d) declared by %s",
@@ -496,7 +647,7 @@ int pd_net_bind(pd_net *net, const pd_batch *b)
         }
     }
     net->bound_layout = 1;
-    return 0;
+    return bind_hash(net);
 }
 
 /* --- forward, backward, update --------------------------------------------- */
@@ -614,6 +765,22 @@ static int ensure_state(pd_net *net, pd_param *p, int type)
     return 0;
 }
 
+/* Local training: p's touched rows into its tab. */
+static void hash_step(pd_net *net, pd_param *p, const pd_opt_hyper *h)
+{
+    size_t n = (size_t)p->ntouched * p->cols;
+    float *g = pd_xmalloc(n * sizeof(float) + 1);
+    uint64_t *keys = pd_xmalloc((size_t)p->ntouched * sizeof *keys + 1);
+    for (int k = 0; k < p->ntouched; k++) {
+        keys[k] = p->keys[p->touched[k]];
+        net->be->download(g + (size_t)k * p->cols, p->g + (size_t)p->touched[k] * p->cols,
+                          (size_t)p->cols * sizeof(float));
+    }
+    pd_hash_update(p->tab, &p->init, p->cols, keys, g, p->ntouched, h, net->seed);
+    free(g);
+    free(keys);
+}
+
 int pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step)
 {
     pd_opt_hyper h;
@@ -621,6 +788,10 @@ int pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step)
     pd_opt_hyper_from(&h, o, step);
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
+        if (p->hash) {
+            hash_step(net, p, &h);
+            continue;
+        }
         if ((rc = ensure_state(net, p, h.type)) < 0) return rc;
         if (!p->sparse) {
             net->be->opt_update(&h, p->w, p->g, p->s1, p->s2, (size_t)p->rows * p->cols);

@@ -25,6 +25,7 @@
 #include "../backend/backend.h"
 #include "../data/batch.h"
 #include "../core/recipe.h"
+#include "hashtab.h"
 
 #include <stdint.h>
 
@@ -39,6 +40,15 @@ typedef struct pd_param {
     int32_t *touched;
     int ntouched, cap_touched;
     uint8_t *mark;      /* rows: 1 when in touched */
+    /* growing tables (hash): w and g hold one row for each distinct id of
+     * the bound batch, keys[0..nkeys) in that order (rows: the room for
+     * them); the rows live in tab (paddle train, models) or on the pservers */
+    int hash;
+    pd_hashtab *tab;
+    uint64_t *keys;
+    int nkeys, cap_keys;
+    int32_t *kmap;      /* open addressing over keys: row, or -1 */
+    size_t kmap_cap;
 } pd_param;
 
 typedef struct pd_layer pd_layer;
@@ -78,6 +88,9 @@ struct pd_layer {
     const int32_t *h_ids;   /* the same on the host */
     const int32_t *h_offsets;
     int cap_ids, cap_offsets;
+    const uint64_t *h_keys; /* id data layers without a range: rows 64-bit ids (host) */
+    int32_t *lids, *h_lids; /* embeddings of growing tables: rows of the table's w (backend, host) */
+    int cap_lids, cap_h_lids;
 
     float *fscratch;        /* layer-private scratch */
     int32_t *iscratch;
@@ -96,6 +109,12 @@ struct pd_net {
     int n;                  /* samples in the bound batch */
     int bound_layout;       /* slots resolved for the batch layout */
     int shapes_only;        /* pd_net_check: parameters have no memory */
+    uint64_t seed;          /* the recipe's: growing tables' initial rows */
+    int opt_state;          /* optimizer state floats per weight */
+    /* Growing tables: fill w's rows for keys after a bind (a trainer pulls
+     * them from the pservers). NULL: from the table's own tab. */
+    int (*fill_rows)(void *ctx, pd_net *net, pd_param *p);
+    void *fill_ctx;
 };
 
 int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t seed);
@@ -155,6 +174,18 @@ void pd_param_touch(pd_param *p, const int32_t *ids, int n);
 
 /* Fill host array w with init values (deterministic in *rng). */
 void pd_init_fill(const pd_init *init, float *w, int rows, int cols, uint64_t *rng);
+/* The initial row of id in growing table `table` (cols floats): a function
+ * of the init, the table's name, the seed and the id, the same everywhere. */
+void pd_init_row(const pd_init *init, const char *table, uint64_t seed, uint64_t id, float *w, int cols);
+/* Growing tables: the rows of p's bound ids from its tab (or initial ones). */
+void pd_param_fill_local(pd_net *net, pd_param *p);
+/* Growing tables: the optimizer on the rows of tab for n ids (admission
+ * and the cap as the table says; a new row starts at pd_init_row); g: their
+ * gradients, cols floats each, host memory. */
+void pd_hash_update(pd_hashtab *tab, const pd_init *init, int cols, const uint64_t *keys, const float *g, int n,
+                    const pd_opt_hyper *h, uint64_t seed);
+/* Rows a growing table's row holds: the weights and the optimizer state. */
+static inline int pd_hash_width(int cols, int opt_state) { return cols * (1 + opt_state); }
 
 int pd_act_from_name(const char *name);
 int pd_opt_from_name(const char *name);
