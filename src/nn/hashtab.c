@@ -267,6 +267,14 @@ long pd_hashtab_pass_end(pd_hashtab *t)
 
 size_t pd_hashtab_bytes(const pd_hashtab *t) { return store_bytes(&t->rows) + store_bytes(&t->counts); }
 
+void pd_hash_pass_log(const pd_hashtab *t, int pass, long evicted)
+{
+    long n = pd_hashtab_rows(t);
+    PD_INFO("table %s: pass %d: %ld rows, %ld ids waiting for min_count, %ld evicted (ttl %d), %ld evicted by "
+            "max_rows so far, %.0f bytes a row", t->name, pass, n, t->counts.n, evicted, t->lim.ttl, t->evicted_cap,
+            n ? (double)pd_hashtab_bytes(t) / (double)n : 0.0);
+}
+
 /* --- dumps ----------------------------------------------------------------------- */
 
 #define HT_MAGIC "PDHASHT1"

@@ -82,6 +82,9 @@ uint64_t pd_hashtab_key(const pd_hashtab *t, long i);
 /* End of a pass: evict rows (and counters) not updated for ttl passes.
  * Returns the rows evicted. */
 long pd_hashtab_pass_end(pd_hashtab *t);
+/* The pass-end line: rows, ids waiting for admission, evictions (ttl:
+ * this pass's, max_rows: so far), bytes per row. */
+void pd_hash_pass_log(const pd_hashtab *t, int pass, long evicted);
 /* Bytes the table holds (rows, counters, index). */
 size_t pd_hashtab_bytes(const pd_hashtab *t);
 

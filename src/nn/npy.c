@@ -15,11 +15,14 @@
 #define NPY_MAGIC "\x93NUMPY"
 #define MAX_HEADER 65536
 
-int pd_npy_write(const char *path, const float *data, int rows, int cols)
+/* descr '<f4' or '<u8'; cols < 0: a vector of rows elements. */
+static int npy_write(const char *path, const char *descr, const void *data, size_t elsize, long rows, long cols)
 {
     char dict[256];
-    int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows,
-                     cols);
+    int n = cols >= 0 ? snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%ld, %ld), }",
+                                 descr, rows, cols)
+                      : snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%ld,), }",
+                                 descr, rows);
     /* magic(6) + version(2) + len(2) + dict + padding + '\n', a multiple of 64 */
     int total = 10 + n + 1;
     int pad = (64 - total % 64) % 64;
@@ -32,11 +35,21 @@ int pd_npy_write(const char *path, const float *data, int rows, int cols)
     fwrite(dict, 1, (size_t)n, f);
     for (int i = 0; i < pad; i++) fputc(' ', f);
     fputc('\n', f);
-    size_t count = (size_t)rows * cols;
-    size_t wrote = fwrite(data, sizeof(float), count, f);
+    size_t count = (size_t)rows * (size_t)(cols >= 0 ? cols : 1);
+    size_t wrote = count ? fwrite(data, elsize, count, f) : 0;
     int bad = ferror(f) | (fclose(f) != 0);
     if (wrote != count || bad) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
     return 0;
+}
+
+int pd_npy_write(const char *path, const float *data, int rows, int cols)
+{
+    return npy_write(path, "<f4", data, sizeof(float), rows, cols);
+}
+
+int pd_npy_write_u64(const char *path, const uint64_t *data, long n)
+{
+    return npy_write(path, "<u8", data, sizeof(uint64_t), n, -1);
 }
 
 /* Parse "(a, b)" or "(a,)" from the header's shape entry. */
@@ -58,10 +71,15 @@ static int parse_shape(const char *h, long *dims, int *ndims)
     return *p == ')' ? 0 : -1;
 }
 
-int pd_npy_read(const char *path, float *data, int rows, int cols)
+/* Open path, check its header (descr, C order) and read its shape; the
+ * file is left at its data. NULL with *rc set (message too) on failure. */
+static FILE *npy_open(const char *path, const char *descr, long *dims, int *nd, int *rc_out)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return pd_err_set(PD_ENOENT, "cannot open %s: %s", path, strerror(errno));
+    if (!f) {
+        *rc_out = pd_err_set(PD_ENOENT, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
     unsigned char head[12];
     int rc = 0;
     char *h = NULL;
@@ -92,20 +110,37 @@ int pd_npy_read(const char *path, float *data, int rows, int cols)
         goto out;
     }
     h[hlen] = '\0';
-    if (!strstr(h, "'<f4'")) {
-        rc = pd_err_set(PD_EDATA, "%s: not float32 little-endian ('<f4')", path);
+    char want[16];
+    snprintf(want, sizeof want, "'%s'", descr);
+    if (!strstr(h, want)) {
+        rc = pd_err_set(PD_EDATA, "%s: not %s", path, strcmp(descr, "<f4") ? "uint64 little-endian ('<u8')"
+                                                                              : "float32 little-endian ('<f4')");
         goto out;
     }
     if (strstr(h, "'fortran_order': True")) {
         rc = pd_err_set(PD_EDATA, "%s: Fortran order is not supported; save with np.ascontiguousarray", path);
         goto out;
     }
-    long dims[4] = {0, 0, 0, 0};
-    int nd;
-    if (parse_shape(h, dims, &nd) < 0) {
+    if (parse_shape(h, dims, nd) < 0) {
         rc = pd_err_set(PD_EDATA, "%s: cannot read the shape in the header", path);
         goto out;
     }
+out:
+    free(h);
+    if (rc < 0) {
+        fclose(f);
+        *rc_out = rc;
+        return NULL;
+    }
+    return f;
+}
+
+int pd_npy_read(const char *path, float *data, int rows, int cols)
+{
+    long dims[4] = {0, 0, 0, 0};
+    int nd = 0, rc = 0;
+    FILE *f = npy_open(path, "<f4", dims, &nd, &rc);
+    if (!f) return rc;
     int ok = (nd == 2 && dims[0] == rows && dims[1] == cols) ||
              (nd == 1 && dims[0] == (long)rows * cols && (rows == 1 || cols == 1));
     if (!ok) {
@@ -119,8 +154,67 @@ int pd_npy_read(const char *path, float *data, int rows, int cols)
         goto out;
     }
 out:
-    free(h);
     fclose(f);
+    return rc;
+}
+
+/* A growing table saved as NAME.keys.npy (uint64, n) + NAME.npy (n, cols)
+ * into p->tab (optimizer state zero). */
+static int load_table(pd_param *p, const char *dir)
+{
+    long dims[4] = {0, 0, 0, 0};
+    int nd = 0, rc = 0;
+    char *path = pd_xasprintf("%s/%s.keys.npy", dir, p->name);
+    FILE *f = npy_open(path, "<u8", dims, &nd, &rc);
+    if (!f) goto out;
+    long n = dims[0];
+    if (nd != 1 || n > PD_HT_MAX_ROWS) {
+        rc = pd_err_set(PD_EDATA, "%s: keys must be a vector, not of %d dimensions", path, nd);
+        fclose(f);
+        goto out;
+    }
+    uint64_t *keys = pd_xmalloc((size_t)n * sizeof *keys + 1);
+    if (fread(keys, sizeof *keys, (size_t)n, f) != (size_t)n) rc = pd_err_set(PD_EDATA, "%s: truncated", path);
+    fclose(f);
+    float *rows = NULL;
+    if (rc == 0) {
+        free(path);
+        path = pd_xasprintf("%s/%s.npy", dir, p->name);
+        rows = pd_xmalloc((size_t)n * p->cols * sizeof(float) + 1);
+        rc = n ? pd_npy_read(path, rows, (int)n, p->cols) : 0;
+    }
+    if (rc == 0) {
+        pd_hashtab_clear(p->tab);
+        for (long i = 0; i < n; i++)
+            memcpy(pd_hashtab_put(p->tab, keys[i]), rows + (size_t)i * p->cols, (size_t)p->cols * sizeof(float));
+    }
+    free(rows);
+    free(keys);
+out:
+    free(path);
+    return rc;
+}
+
+/* p->tab as NAME.keys.npy + NAME.npy in dir. */
+static int save_table(const pd_param *p, const char *dir)
+{
+    long n = pd_hashtab_rows(p->tab);
+    uint64_t *keys = pd_xmalloc((size_t)n * sizeof *keys + 1);
+    float *rows = pd_xmalloc((size_t)n * p->cols * sizeof(float) + 1);
+    for (long i = 0; i < n; i++) {
+        keys[i] = pd_hashtab_key(p->tab, i);
+        memcpy(rows + (size_t)i * p->cols, pd_hashtab_row(p->tab, i), (size_t)p->cols * sizeof(float));
+    }
+    char *path = pd_xasprintf("%s/%s.keys.npy", dir, p->name);
+    int rc = pd_npy_write_u64(path, keys, n);
+    free(path);
+    if (rc == 0) {
+        path = pd_xasprintf("%s/%s.npy", dir, p->name);
+        rc = npy_write(path, "<f4", rows, sizeof(float), n, p->cols);
+        free(path);
+    }
+    free(keys);
+    free(rows);
     return rc;
 }
 
@@ -192,6 +286,10 @@ int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info)
     size_t cap = 0;
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
+        if (p->hash) {
+            if ((rc = save_table(p, tmp)) < 0) break;
+            continue;
+        }
         size_t n = (size_t)p->rows * p->cols;
         if (n > cap) {
             free(host);
@@ -222,8 +320,13 @@ int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info)
     fprintf(f, ",\n  \"params\": [\n");
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
-        fprintf(f, "    {\"name\": \"%s\", \"file\": \"%s.npy\", \"shape\": [%d, %d], \"sparse\": %s}%s\n", p->name,
-                p->name, p->rows, p->cols, p->sparse ? "true" : "false", i + 1 < net->nparams ? "," : "");
+        if (p->hash)
+            fprintf(f, "    {\"name\": \"%s\", \"file\": \"%s.npy\", \"keys\": \"%s.keys.npy\", \"shape\": [%ld, %d], "
+                       "\"sparse\": true, \"table\": \"hash\"}%s\n", p->name, p->name, p->name,
+                    pd_hashtab_rows(p->tab), p->cols, i + 1 < net->nparams ? "," : "");
+        else
+            fprintf(f, "    {\"name\": \"%s\", \"file\": \"%s.npy\", \"shape\": [%d, %d], \"sparse\": %s}%s\n",
+                    p->name, p->name, p->rows, p->cols, p->sparse ? "true" : "false", i + 1 < net->nparams ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
     int bad = ferror(f) | (fclose(f) != 0);
@@ -247,6 +350,10 @@ int pd_model_load(pd_net *net, const char *dir)
     int rc = check_names(net, dir);
     for (int i = 0; i < net->nparams && rc == 0; i++) {
         pd_param *p = &net->params[i];
+        if (p->hash) {
+            rc = load_table(p, dir);
+            continue;
+        }
         size_t n = (size_t)p->rows * p->cols;
         if (n > cap) {
             free(host);

@@ -1,6 +1,8 @@
 /*
  * npy.h - models on disk: one NumPy .npy file per parameter plus a small
  * manifest.json, so NumPy (np.load) and everything else can read them.
+ * A growing table is two files: NAME.keys.npy (uint64 ids) and NAME.npy
+ * (one row for each, in the same order).
  *
  *     pd_model_save(&net, "output/pass-00003", &info);   // atomic: .tmp + rename
  *     pd_model_load(&net, "output/pass-00003");          // shapes must match
@@ -18,6 +20,8 @@ typedef struct pd_model_info {
 
 /* Write a float32 array of shape [rows, cols] (C order) to path. */
 int pd_npy_write(const char *path, const float *data, int rows, int cols);
+/* Write a uint64 vector of n elements to path ('<u8'). */
+int pd_npy_write_u64(const char *path, const uint64_t *data, long n);
 /* Read path into data, which must be [rows, cols] floats; the file's shape
  * must be (rows, cols), or (rows*cols,) for vectors. */
 int pd_npy_read(const char *path, float *data, int rows, int cols);

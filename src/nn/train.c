@@ -10,7 +10,18 @@ static int local_update(void *ctx, pd_net *net, long step)
     return pd_net_update(net, &net->r->optimizer, step);
 }
 
-static const pd_step_ops local_ops = {.step = local_update};
+/* Growing tables at a pass end: rows not updated for ttl passes go. */
+static int local_pass_end(void *ctx, pd_net *net, int pass)
+{
+    (void)ctx;
+    for (int i = 0; i < net->nparams; i++) {
+        pd_param *p = &net->params[i];
+        if (p->hash) pd_hash_pass_log(p->tab, pass, pd_hashtab_pass_end(p->tab));
+    }
+    return 0;
+}
+
+static const pd_step_ops local_ops = {.step = local_update, .pass_end = local_pass_end};
 
 int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
 {
