@@ -333,7 +333,8 @@ static int map_params(pd_client *c, pd_net *net)
     c->net_param = pd_xmalloc(((size_t)l->nparams + 1) * sizeof(int));
     for (int i = 0; i < l->nparams; i++) {
         pd_param *p = pd_net_param(net, l->params[i].name);
-        if (!p || p->rows != l->params[i].rows || p->cols != l->params[i].cols)
+        if (!p || p->hash != l->params[i].hash || (!p->hash && p->rows != l->params[i].rows) ||
+            p->cols != l->params[i].cols)
             return pd_err_set(PD_EINVAL, "parameter '%s' differs between the net and the layout", l->params[i].name);
         c->net_param[i] = (int)(p - net->params);
     }
@@ -432,6 +433,130 @@ static int on_ready(pd_client *c, pd_net *net, int server, pd_frame *f, void *ct
     return 0;
 }
 
+/* --- growing tables: 64-bit ids on the pserver pd_hash_owner names ---------- */
+
+typedef struct keys_ctx {
+    int t;
+    pd_param *p;
+    int32_t **pos;      /* per pserver: the rows of p->w asked, in order */
+    int *n;
+    int got;            /* KEY_DUMP: rows in the reply */
+} keys_ctx;
+
+static int on_key_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vctx)
+{
+    keys_ctx *k = vctx;
+    int cols = k->p->cols;
+    if (f->type != PD_MSG_KEY_ROWS || f->a != (uint32_t)k->t || f->b != (uint32_t)k->n[server] ||
+        (uint64_t)f->len != (uint64_t)f->b * (uint64_t)cols * 4)
+        return pd_err_set(PD_EPROTO, "pserver %d: expected KEY_ROWS of %d rows for table %d", server, k->n[server],
+                          k->t);
+    const float *v = (const float *)f->payload;
+    for (uint32_t i = 0; i < f->b; i++)
+        store(net, k->p->w, (size_t)k->pos[server][i] * cols, v + (size_t)i * cols, (size_t)cols);
+    return 0;
+}
+
+/* The net's fill_rows: the rows of p's bound ids from their pservers. */
+static int fill_keys(void *vc, pd_net *net, pd_param *p)
+{
+    pd_client *c = vc;
+    const pd_layout *l = c->lay;
+    int t = 0;
+    while (t < l->ntables && &net->params[c->net_param[l->tables[t]]] != p) t++;
+    if (t == l->ntables) return pd_err_set(PD_EINVAL, "table '%s' is not in the layout", p->name);
+    keys_ctx k = {t, p, pd_xcalloc((size_t)c->np, sizeof(int32_t *)), pd_xcalloc((size_t)c->np, sizeof(int)), 0};
+    uint64_t **keys = pd_xcalloc((size_t)c->np, sizeof(uint64_t *));
+    for (int s = 0; s < c->np; s++) {
+        k.pos[s] = pd_xmalloc(((size_t)p->nkeys + 1) * sizeof(int32_t));
+        keys[s] = pd_xmalloc(((size_t)p->nkeys + 1) * sizeof(uint64_t));
+    }
+    for (int i = 0; i < p->nkeys; i++) {
+        int s = pd_hash_owner(p->keys[i], c->np);
+        k.pos[s][k.n[s]] = i;
+        keys[s][k.n[s]++] = p->keys[i];
+    }
+    int pending = 0, rc = 0;
+    for (int s = 0; s < c->np && rc == 0; s++) {
+        if (k.n[s] == 0) continue;
+        rc = pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PULL_KEYS, (uint32_t)t, (uint32_t)k.n[s], keys[s],
+                           (size_t)k.n[s] * 8, NULL, 0);
+        pending++;
+    }
+    if (rc == 0) rc = exchange(c, net, &pending, on_key_rows, &k);
+    for (int s = 0; s < c->np; s++) {
+        free(k.pos[s]);
+        free(keys[s]);
+    }
+    free(k.pos);
+    free(k.n);
+    free(keys);
+    return rc < 0 ? pd_err_wrap(rc, "table '%s'", p->name) : 0;
+}
+
+/* PUSH_KEYS to every pserver (sync: an empty one counts too): the ids the
+ * step touched and their gradients. */
+static int push_keys(pd_client *c, pd_net *net, int t, pd_param *p, int *pending)
+{
+    uint64_t *keys = pd_xmalloc(((size_t)p->ntouched + 1) * sizeof *keys);
+    float *vals = pd_xmalloc(((size_t)p->ntouched * p->cols + 1) * sizeof(float));
+    int rc = 0;
+    for (int s = 0; s < c->np && rc == 0; s++) {
+        int n = 0;
+        for (int i = 0; i < p->ntouched; i++) {
+            int32_t r = p->touched[i];
+            if (pd_hash_owner(p->keys[r], c->np) != s) continue;
+            keys[n] = p->keys[r];
+            memcpy(vals + (size_t)n * p->cols, host_view(c, net, p->g, (size_t)r * p->cols, (size_t)p->cols),
+                   (size_t)p->cols * sizeof(float));
+            n++;
+        }
+        rc = pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PUSH_KEYS, (uint32_t)t, (uint32_t)n, keys, (size_t)n * 8,
+                           vals, (size_t)n * p->cols * sizeof(float));
+        (*pending)++;
+    }
+    free(keys);
+    free(vals);
+    return rc < 0 ? pd_err_wrap(rc, "table '%s'", p->name) : 0;
+}
+
+static int on_key_dump(pd_client *c, pd_net *net, int server, pd_frame *f, void *vctx)
+{
+    keys_ctx *k = vctx;
+    int cols = k->p->cols;
+    if (f->type != PD_MSG_KEY_DUMP || f->a != (uint32_t)k->t ||
+        (uint64_t)f->len != (uint64_t)f->b * (8 + 4 * (uint64_t)cols))
+        return pd_err_set(PD_EPROTO, "pserver %d: expected KEY_DUMP for table %d", server, k->t);
+    for (uint32_t i = 0; i < f->b; i++) {
+        uint64_t key;
+        memcpy(&key, f->payload + 8 * (size_t)i, 8);
+        memcpy(pd_hashtab_put(k->p->tab, key), f->payload + 8 * (size_t)f->b + 4 * (size_t)cols * i,
+               (size_t)cols * sizeof(float));
+    }
+    k->got = (int)f->b;
+    return 0;
+}
+
+/* Every row of growing table t from every pserver into p->tab (a model's
+ * save), chunk by chunk. */
+static int fetch_keys(pd_client *c, pd_net *net, int t, pd_param *p)
+{
+    keys_ctx k = {t, p, NULL, NULL, 0};
+    int rc = 0;
+    pd_hashtab_clear(p->tab);
+    for (int s = 0; s < c->np && rc == 0; s++) {
+        uint32_t first = 0;
+        do {
+            int pending = 1;
+            if ((rc = pd_conn_queue(sparse_conn(c, s, t), PD_MSG_DUMP_KEYS, (uint32_t)t, first, NULL, 0, NULL, 0)) < 0 ||
+                (rc = exchange(c, net, &pending, on_key_dump, &k)) < 0)
+                break;
+            first += (uint32_t)k.got;
+        } while (k.got > 0);
+    }
+    return rc < 0 ? pd_err_wrap(rc, "table '%s'", p->name) : 0;
+}
+
 int pd_client_init(pd_client *c, pd_net *net)
 {
     int rc;
@@ -446,6 +571,7 @@ int pd_client_init(pd_client *c, pd_net *net)
         }
         for (int t = 0; t < l->ntables; t++) {
             pd_param *p = &net->params[c->net_param[l->tables[t]]];
+            if (p->hash) continue; /* its rows start at pd_init_row, on their pserver */
             const float *all = host_view(c, net, p->w, 0, (size_t)p->rows * p->cols);
             for (int s = 0; s < c->np; s++) {
                 size_t limit = PD_MIN(sparse_conn(c, s, t)->max_frame, (size_t)PD_MAX_FRAME);
@@ -477,6 +603,8 @@ int pd_client_init(pd_client *c, pd_net *net)
         }
     int nready = 0;
     if ((rc = exchange(c, net, &pending, on_ready, &nready)) < 0) return rc;
+    net->fill_rows = fill_keys;
+    net->fill_ctx = c;
     return pull_dense(c, net);
 }
 
@@ -577,7 +705,7 @@ static int pull_rows(pd_client *c, pd_net *net, int all)
     for (int t = 0; t < l->ntables; t++) {
         pd_param *p = &net->params[c->net_param[l->tables[t]]];
         int32_t *ids = NULL;
-        int n = all ? p->rows : batch_ids(c, net, t, &ids);
+        int n = p->hash ? 0 : all ? p->rows : batch_ids(c, net, t, &ids);
         for (int s = 0; s < c->np; s++)
             ctx.asked[s * l->ntables + t] = pd_xmalloc(((size_t)(all ? pd_rows_on(l, n, s) : n) + 1) * 4);
         for (int i = 0; i < n; i++) {
@@ -629,6 +757,10 @@ int pd_client_step(pd_client *c, pd_net *net)
     }
     for (int t = 0; t < l->ntables; t++) {
         pd_param *p = &net->params[c->net_param[l->tables[t]]];
+        if (p->hash) {
+            if ((rc = push_keys(c, net, t, p, &pending)) < 0) return rc;
+            continue;
+        }
         for (int s = 0; s < c->np; s++) {
             int n = 0;
             for (int i = 0; i < p->ntouched; i++)
@@ -695,6 +827,10 @@ int pd_client_fetch_all(pd_client *c, pd_net *net)
     int rc = map_params(c, net);
     if (rc == 0) rc = pull_dense(c, net);
     if (rc == 0) rc = pull_rows(c, net, 1);
+    for (int t = 0; rc == 0 && t < c->lay->ntables; t++) {
+        pd_param *p = &net->params[c->net_param[c->lay->tables[t]]];
+        if (p->hash) rc = fetch_keys(c, net, t, p);
+    }
     return rc;
 }
 

@@ -43,8 +43,11 @@ int pd_layout_make(pd_layout *l, const pd_recipe *r, int npservers)
             p->rows = pd->rows;
             p->cols = pd->cols;
             p->sparse = pd->sparse;
+            p->hash = pd->hash;
+            p->desc = pd;
             p->table = -1;
             DIGEST("%s %d %d %d\n", p->name, p->rows, p->cols, p->sparse);
+            if (p->hash) DIGEST("hash %ld %d %ld\n", pd->min_count, pd->ttl, pd->max_rows);
             if (p->sparse) {
                 p->table = l->ntables;
                 l->tables[l->ntables++] = l->nparams;

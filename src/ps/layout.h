@@ -17,6 +17,8 @@ typedef struct pd_lparam {
     char *name;
     int rows, cols;
     int sparse;
+    int hash;           /* a growing table: rows keyed by 64-bit ids, on pd_hash_owner's pserver */
+    const pd_param_desc *desc; /* the recipe's */
     int table;          /* sparse: table index, else -1 */
     int first_block;    /* dense: its first block */
     int nblocks;

@@ -67,6 +67,11 @@ const char *pd_msg_name(int type)
     case PD_MSG_ROWS_DONE: return "ROWS_DONE";
     case PD_MSG_PULL_ROWS: return "PULL_ROWS";
     case PD_MSG_ROWS: return "ROWS";
+    case PD_MSG_PULL_KEYS: return "PULL_KEYS";
+    case PD_MSG_KEY_ROWS: return "KEY_ROWS";
+    case PD_MSG_PUSH_KEYS: return "PUSH_KEYS";
+    case PD_MSG_DUMP_KEYS: return "DUMP_KEYS";
+    case PD_MSG_KEY_DUMP: return "KEY_DUMP";
     case PD_MSG_PASS_END: return "PASS_END";
     case PD_MSG_PASS_DONE: return "PASS_DONE";
     case PD_MSG_DECIDE: return "DECIDE";

@@ -15,6 +15,7 @@
 #include "../core/fs.h"
 #include "ckpt.h"
 #include "http.h"
+#include "hashshard.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -89,6 +90,7 @@ typedef struct stable {
     uint8_t *pushed;
     waiter *wait;
     long t;
+    pd_hshard *hs;          /* a growing table: its rows here, by id (else NULL) */
 } stable;
 
 typedef struct server {
@@ -260,6 +262,10 @@ static void make_state(server *s)
         stable *tb = &s->tables[t];
         const pd_lparam *p = &l->params[l->tables[t]];
         tb->param = l->tables[t];
+        if (p->hash) {
+            tb->hs = pd_xmalloc(sizeof *tb->hs);
+            pd_hshard_init(tb->hs, s->r, p->desc, k_state, id, l->npservers);
+        }
         tb->rows = pd_rows_on(l, p->rows, id);
         tb->dim = p->cols;
         size_t n = (size_t)tb->rows * tb->dim;
@@ -302,6 +308,8 @@ static void free_state(server *s)
         stable *tb = &s->tables[t];
         free(tb->w); free(tb->g); free(tb->s1); free(tb->s2); free(tb->mark); free(tb->dup); free(tb->touched);
         free(tb->pushed); free(tb->wait);
+        if (tb->hs) pd_hshard_free(tb->hs);
+        free(tb->hs);
     }
     free(s->tables);
     free(s->active);
@@ -354,6 +362,7 @@ static void apply_table(server *s, int ti)
     h.t = ++tb->t;
     s->updates++;
     float inv = tb->npushed > 1 ? 1.f / (float)tb->npushed : 1.f;
+    if (tb->hs) pd_hshard_apply(tb->hs, &h, inv);
     for (int i = 0; i < tb->ntouched; i++) {
         size_t off = (size_t)tb->touched[i] * tb->dim;
         if (inv != 1.f) pd_backend_cpu.scale((size_t)tb->dim, inv, tb->g + off);
@@ -381,6 +390,26 @@ static void recheck_barriers(server *s)
 }
 
 /* --- checkpoints --------------------------------------------------------------- */
+
+/* A growing table's dump, DIR/table-N.hash, and its line "file NAME SUM". */
+static int shard_hash(pd_hshard *hs, const char *dir, int index, FILE *f, const char *text)
+{
+    char name[64], want[96];
+    snprintf(name, sizeof name, "table-%d.hash", index);
+    char *path = pd_xasprintf("%s/%s", dir, name);
+    uint32_t sum = 0;
+    int rc;
+    if (f) {
+        if ((rc = pd_hshard_save(hs, path, &sum)) == 0) fprintf(f, "file %s %u\n", name, sum);
+    } else {
+        snprintf(want, sizeof want, "\nfile %s ", name);
+        const char *line = text ? strstr(text, want) : NULL;
+        rc = line ? pd_hshard_load(hs, path, (uint32_t)strtoul(line + strlen(want), NULL, 10))
+                  : pd_err_set(PD_EDATA, "%s: not in the shard's list (an incomplete checkpoint)", path);
+    }
+    free(path);
+    return rc;
+}
 
 /* Write (f != NULL: each array to DIR/NAME.npy, fsynced, and a line "file
  * NAME SUM" plus each block's and table's step counter to f) or read (f ==
@@ -423,6 +452,7 @@ static int shard_arrays(server *s, const char *dir, FILE *f, const char *text)
             }
             free(path);
         }
+        if (tb && tb->hs && rc == 0) rc = shard_hash(tb->hs, dir, index, f, text);
     }
     return rc;
 }
@@ -784,6 +814,8 @@ static int on_pass_end(server *s, waiter me, int T, pd_frame *f)
             PD_INFO("pass %u done by all %d trainers", f->a, s->o->ntrainers);
         s->rows_pulled_total += s->rows_pulled; /* the passes before this one, for /metrics */
         s->rows_pushed_total += s->rows_pushed;
+        for (int t = 0; t < s->lay.ntables; t++)
+            if (s->tables[t].hs) pd_hshard_pass_end(s->tables[t].hs, (int)f->a);
         s->rows_pulled = s->rows_pushed = 0;
         s->pass_started = pd_now();
         s->pass = (int)f->a + 1;
@@ -846,6 +878,41 @@ static int on_save(server *s, waiter me, int T, pd_frame *f)
     s->pos_batch[T] = rd32(f->payload + 4);
     s->nsave++;
     save_barrier(s);
+    return 0;
+}
+
+/* The frames of growing tables (64-bit ids; the table in a). */
+static int on_keys(server *s, waiter me, int T, pd_frame *f)
+{
+    stable *tb = f->a < (uint32_t)s->lay.ntables ? &s->tables[f->a] : NULL;
+    if (!tb || !tb->hs) return pd_err_set(PD_EPROTO, "%s: table %u is not a growing table", pd_msg_name(f->type), f->a);
+    int rc;
+    size_t len;
+    if (f->type == PD_MSG_PULL_KEYS) {
+        float *rows;
+        if ((rc = pd_hshard_pull(tb->hs, f, &rows, &len)) < 0) return rc;
+        s->rows_pulled += f->b;
+        reply(s, me, PD_MSG_KEY_ROWS, f->a, f->b, rows, len);
+        free(rows);
+        return 0;
+    }
+    if (f->type == PD_MSG_DUMP_KEYS) {
+        uint8_t *out;
+        uint32_t n;
+        if (f->len) return pd_err_set(PD_EPROTO, "DUMP_KEYS with a payload");
+        pd_hshard_dump(tb->hs, f->b, PD_MAX_FRAME / 4, &out, &len, &n);
+        reply(s, me, PD_MSG_KEY_DUMP, f->a, n, out, len);
+        free(out);
+        return 0;
+    }
+    if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_KEYS before the parameters were initialised");
+    if (tb->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed table %u twice in one step", T, f->a);
+    if ((rc = pd_hshard_push(tb->hs, f)) < 0) return rc;
+    s->rows_pushed += f->b;
+    tb->pushed[T] = 1;
+    tb->wait[T] = me;
+    tb->npushed++;
+    if (!s->sync || complete(s, tb->pushed, tb->npushed)) apply_table(s, (int)f->a);
     return 0;
 }
 
@@ -951,6 +1018,10 @@ static int on_frame(server *s, int slot, pd_frame *f)
         free(out);
         return 0;
     }
+    case PD_MSG_PULL_KEYS:
+    case PD_MSG_PUSH_KEYS:
+    case PD_MSG_DUMP_KEYS:
+        return on_keys(s, me, T, f);
     case PD_MSG_PASS_END:
         return on_pass_end(s, me, T, f);
     case PD_MSG_SAVE:
