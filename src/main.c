@@ -239,6 +239,30 @@ static void print_shards(const pd_recipe *r, int kstate)
 
 /* Bytes a row of each sparse table (a shared one once): what a table that
  * grows costs per row on its pserver. */
+/* Growing tables: what a stored row costs on its pserver (or in paddle
+ * train): its floats and optimizer state, its id, last pass and reference
+ * bit (16 B), and its share of the index (4 B slots at 37-75% load). */
+static void print_growing(const pd_recipe *r, int kstate)
+{
+    for (int i = 0; i < r->nlayers; i++)
+        for (int j = 0; j < r->layers[i].nparams; j++) {
+            const pd_param_desc *p = &r->layers[i].params[j];
+            int first = 1;
+            for (int k = 0; k < i; k++)
+                for (int m = 0; m < r->layers[k].nparams; m++) first &= strcmp(r->layers[k].params[m].name, p->name) != 0;
+            if (!p->hash || !first) continue;
+            int raw = p->cols * 4 * (1 + kstate);
+            printf("  growing    %s: %d to %d bytes per row (%d floats + %s state %d B, id and pass 16 B, index "
+                   "5-11 B); min_count %ld, ttl %d, max_rows %ld", p->name, raw + 21, raw + 27, p->cols,
+                   r->optimizer.type, p->cols * 4 * kstate, p->min_count, p->ttl, p->max_rows);
+            if (p->max_rows > 0) {
+                char a[32];
+                printf(" (at most %s a pserver)", human((double)p->max_rows * (raw + 27), a, sizeof a));
+            }
+            printf("\n");
+        }
+}
+
 static void print_tables(const pd_recipe *r, int kstate)
 {
     int n = 0;
@@ -249,10 +273,11 @@ static void print_tables(const pd_recipe *r, int kstate)
             for (int k = 0; k <= i && !seen; k++)
                 for (int m = 0; m < r->layers[k].nparams && !(k == i && m >= j); m++)
                     seen |= !strcmp(r->layers[k].params[m].name, p->name);
-            if (!p->sparse || seen) continue;
+            if (!p->sparse || seen || p->hash) continue;
             printf("%s%s %d B", n++ ? ", " : "  tables     a row of ", p->name, p->cols * 4);
         }
     if (n) printf(" (x%d with its gradient and optimizer state)\n", 2 + kstate);
+    print_growing(r, kstate);
 }
 
 /* What the job needs in memory, computed from the shapes alone. */
