@@ -1018,9 +1018,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
         free(out);
         return 0;
     }
-    case PD_MSG_PULL_KEYS:
-    case PD_MSG_PUSH_KEYS:
-    case PD_MSG_DUMP_KEYS:
+    case PD_MSG_PULL_KEYS: case PD_MSG_PUSH_KEYS: case PD_MSG_DUMP_KEYS: /* growing tables */
         return on_keys(s, me, T, f);
     case PD_MSG_PASS_END:
         return on_pass_end(s, me, T, f);

@@ -56,7 +56,7 @@ static const char *model_text =
     "cluster { ports_num = 1, ports_num_for_sparse = 1 }\n"
     "model = function(nn)\n"
     "  local x, u, y = nn.data('x', 3), nn.id('u', 10), nn.data('y', 2)\n"
-    "  local h = nn.concat { nn.fc(x, 2), nn.embedding(u, 2) }\n"
+    "  local h = nn.concat { nn.fc(x, 2), nn.embedding(u, 2), nn.embedding(nn.id('k'), 2, { min_count = 2 }) }\n"
     "  return nn.square_error_cost(nn.fc(h, 2), y)\n"
     "end\n";
 
@@ -66,6 +66,7 @@ static const uint16_t types[] = {
     PD_MSG_PUSH_ROWS, PD_MSG_ROWS_DONE, PD_MSG_PULL_ROWS, PD_MSG_ROWS, PD_MSG_PASS_END, PD_MSG_PASS_DONE,
     PD_MSG_DECIDE, PD_MSG_DECIDED,
     PD_MSG_SAVE, PD_MSG_SAVED, PD_MSG_FINISH, PD_MSG_ERROR,
+    PD_MSG_PULL_KEYS, PD_MSG_KEY_ROWS, PD_MSG_PUSH_KEYS, PD_MSG_DUMP_KEYS, PD_MSG_KEY_DUMP,
 };
 enum { KIND_GOOD_HELLO = PD_COUNT(types), KIND_RAW, NKINDS };
 

@@ -39,7 +39,8 @@ def checksum(data):
 TYPES = {"HELLO": 1, "CHALLENGE": 2, "AUTH": 3, "WELCOME": 4, "INIT_BLOCK": 10, "INIT_ROWS": 11,
          "INIT_DONE": 12, "READY": 13, "PUSH_BLOCK": 20, "BLOCK_VALUES": 21, "PULL_BLOCK": 22,
          "PUSH_ROWS": 30, "ROWS_DONE": 31, "PULL_ROWS": 32, "ROWS": 33, "PASS_END": 40, "PASS_DONE": 41,
-         "SAVE": 50, "SAVED": 51, "FINISH": 60, "ERROR": 90}
+         "SAVE": 50, "SAVED": 51, "FINISH": 60, "ERROR": 90,
+         "PULL_KEYS": 34, "KEY_ROWS": 35, "PUSH_KEYS": 36, "DUMP_KEYS": 37, "KEY_DUMP": 38}
 # the record kinds of fuzz_server.c: its types[] in this order, then these
 KINDS = list(TYPES)
 GOOD_HELLO, RAW = len(KINDS), len(KINDS) + 1
@@ -56,6 +57,10 @@ def record(kind, a=0, b=0, payload=b""):
 
 def floats(*v):
     return struct.pack("<%df" % len(v), *v)
+
+
+def u64s(*v):
+    return struct.pack("<%dQ" % len(v), *v)
 
 
 def u32s(*v):
@@ -82,23 +87,28 @@ def proto():
 
 def server():
     # the model of fuzz_server.c: blocks 0 (fc x->2: 3x2), 1 (its bias), 2 (fc h->2: 4x2),
-    # 3 (its bias); table 0 (the embedding, 10 rows of 2)
+    # 3 (its bias); table 0 (the embedding, 10 rows of 2), table 1 (a growing table of width 2,
+    # min_count 2: 64-bit ids); h is 2 + 2 + 2 wide
     hello = (record(GOOD_HELLO, 0, 0, bytes(16)) + record("AUTH", 0, 0, bytes(32)))
     write("server_hello", "good_hello_bad_auth", b"\x00" + hello)
     write("server_hello", "hello_other_job", b"\x00" + record("HELLO", 1, 0, bytes(64)))
     write("server_hello", "push_before_auth", b"\x01" + record("PUSH_BLOCK", 0, 0, floats(*[1] * 6)))
     write("server_hello", "raw_garbage", b"\x02" + record(RAW, 0, 0, b"GET / HTTP/1.0\r\n\r\n"))
     init = (record("INIT_BLOCK", 0, 0, floats(*[0.1] * 6)) + record("INIT_BLOCK", 1, 0, floats(0, 0)) +
-            record("INIT_BLOCK", 2, 0, floats(*[0.2] * 8)) + record("INIT_BLOCK", 3, 0, floats(0, 0)) +
+            record("INIT_BLOCK", 2, 0, floats(*[0.2] * 12)) + record("INIT_BLOCK", 3, 0, floats(0, 0)) +
             record("INIT_ROWS", 0, 2, u32s(0, 5) + floats(1, 2, 3, 4)) +
             record("INIT_DONE", 1) + record("INIT_DONE", 1))
     step = (record("PULL_BLOCK", 0) + record("PULL_ROWS", 0, 2, u32s(5, 0)) +
-            record("PUSH_BLOCK", 0, 0, floats(*[0.5] * 6)) + record("PUSH_BLOCK", 2, 0, floats(*[0.5] * 8)) +
+            record("PUSH_BLOCK", 0, 0, floats(*[0.5] * 6)) + record("PUSH_BLOCK", 2, 0, floats(*[0.5] * 12)) +
             record("PUSH_ROWS", 0, 1, u32s(5) + floats(0.5, -0.5)))
     write("server_auth", "init", b"\x00" + init)
     write("server_auth", "one_step", b"\x00" + init + step + record("PASS_END", 0) + record("FINISH"))
     write("server_auth", "two_trainers_async", b"\x05" + init + step + step + record("PASS_END", 0))
     write("server_auth", "save", b"\x08" + init + record("SAVE", 0, 0, b"ck/pass-0") + record("FINISH"))
+    keys = (record("PULL_KEYS", 1, 2, u64s(7, 1 << 40)) +
+            record("PUSH_KEYS", 1, 2, u64s(7, 1 << 40) + floats(0.5, -0.5, 1, 2)) + record("DUMP_KEYS", 1, 0))
+    write("server_auth", "growing_table", b"\x00" + init + keys + keys + record("PASS_END", 0) + record("FINISH"))
+    write("server_auth", "bad_keys", b"\x00" + init + record("PUSH_KEYS", 1, 3, u64s(7)) + record("PULL_KEYS", 0, 1, u64s(7)))
     write("server_auth", "bad_block", b"\x02" + init + record("PUSH_BLOCK", 9, 0, floats(1)))
 
 

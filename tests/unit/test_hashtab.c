@@ -5,6 +5,9 @@
 #include "test.h"
 #include "../../src/core/pd.h"
 #include "../../src/nn/hashtab.h"
+#include "../../src/ps/hashshard.h"
+
+#include <unistd.h>
 
 #define NKEYS 700
 #define W 3
@@ -214,4 +217,105 @@ PD_TEST(hashtab_memory_per_row)
     double per_row = (double)pd_hashtab_bytes(&t) / (double)pd_hashtab_rows(&t), raw = 27 * 4;
     CHECK(per_row <= 1.5 * raw + 32);
     pd_hashtab_free(&t);
+}
+
+/* --- a pserver's part: frames of 64-bit ids (src/ps/hashshard.c) --------------- */
+
+static pd_frame keys_frame(int type, const uint64_t *keys, uint32_t n, const float *vals, int dim, uint8_t *buf)
+{
+    memcpy(buf, keys, 8 * (size_t)n);
+    if (vals) memcpy(buf + 8 * (size_t)n, vals, 4 * (size_t)n * dim);
+    return (pd_frame){.type = (uint16_t)type, .len = (uint32_t)(8 * n + (vals ? 4 * n * dim : 0)), .a = 0, .b = n,
+                      .payload = buf};
+}
+
+/* ids that pserver `id` of np owns */
+static void owned_keys(uint64_t *keys, int n, int id, int np)
+{
+    for (uint64_t k = 1; n > 0; k++)
+        if (pd_hash_owner(k * 0x9e3779b97f4a7c15ull, np) == id) keys[--n] = k * 0x9e3779b97f4a7c15ull;
+}
+
+PD_TEST(hashshard_frames_checked)
+{
+    pd_recipe r;
+    memset(&r, 0, sizeof r);
+    r.seed = 7;
+    pd_param_desc d = {.name = "emb", .rows = 0, .cols = 2, .sparse = 1, .init = {"uniform", -1, 1}, .hash = 1};
+    pd_hshard h;
+    pd_hshard_init(&h, &r, &d, 0, 1, 2); /* pserver 1 of 2, sgd: no state */
+    uint64_t keys[4], other[1];
+    owned_keys(keys, 4, 1, 2);
+    owned_keys(other, 1, 0, 2);
+    uint8_t buf[256];
+    float *rows, want[2];
+    size_t len;
+    /* pull: initial values, the same as pd_init_row gives anywhere, not stored */
+    pd_frame f = keys_frame(PD_MSG_PULL_KEYS, keys, 4, NULL, 2, buf);
+    CHECK_EQ_INT(pd_hshard_pull(&h, &f, &rows, &len), 0);
+    CHECK_EQ_INT(len, 4 * 2 * sizeof(float));
+    pd_init_row(&d.init, "emb", 7, keys[2], want, 2);
+    CHECK(rows[4] == want[0] && rows[5] == want[1] && want[0] != 0);
+    free(rows);
+    CHECK_EQ_INT(pd_hashtab_rows(&h.tab), 0);
+    /* malformed: wrong length, another pserver's id, NaN; none applied */
+    f = keys_frame(PD_MSG_PULL_KEYS, keys, 4, NULL, 2, buf);
+    f.len -= 1;
+    CHECK_EQ_INT(pd_hshard_pull(&h, &f, &rows, &len), PD_EPROTO);
+    float g[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    f = keys_frame(PD_MSG_PUSH_KEYS, keys, 4, g, 2, buf);
+    f.b = 3;
+    CHECK_EQ_INT(pd_hshard_push(&h, &f), PD_EPROTO);
+    f = keys_frame(PD_MSG_PUSH_KEYS, other, 1, g, 2, buf);
+    CHECK_EQ_INT(pd_hshard_push(&h, &f), PD_EPROTO);
+    CHECK_CONTAINS(pd_err_msg(), "belongs to pserver 0");
+    g[3] = NAN;
+    f = keys_frame(PD_MSG_PUSH_KEYS, keys, 4, g, 2, buf);
+    CHECK_EQ_INT(pd_hshard_push(&h, &f), PD_EDATA);
+    g[3] = 4;
+    CHECK_EQ_INT(pd_hashtab_rows(&h.grad), 0);
+    /* two trainers' pushes, averaged, one SGD step from the initial row */
+    f = keys_frame(PD_MSG_PUSH_KEYS, keys, 4, g, 2, buf);
+    CHECK_EQ_INT(pd_hshard_push(&h, &f), 0);
+    CHECK_EQ_INT(pd_hshard_push(&h, &f), 0);
+    pd_opt_hyper hy = {.type = 0, .lr = 0.5f, .t = 1};
+    pd_hshard_apply(&h, &hy, 0.5f);
+    CHECK_EQ_INT(pd_hashtab_rows(&h.tab), 4);
+    CHECK_EQ_INT(pd_hashtab_rows(&h.grad), 0);
+    float *row = pd_hashtab_find(&h.tab, keys[2]);
+    CHECK_NEAR(row[0], want[0] - 0.5f * 5, 1e-6);
+    CHECK_NEAR(row[1], want[1] - 0.5f * 6, 1e-6);
+    /* dump in chunks of 3 rows (max bytes), then the end */
+    uint8_t *out;
+    uint32_t n;
+    pd_hshard_dump(&h, 0, 3 * (8 + 8), &out, &len, &n);
+    CHECK_EQ_INT(n, 3);
+    free(out);
+    pd_hshard_dump(&h, 3, 1 << 20, &out, &len, &n);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(len, 8 + 8);
+    free(out);
+    pd_hshard_dump(&h, 4, 1 << 20, &out, &len, &n);
+    CHECK_EQ_INT(n, 0);
+    free(out);
+    /* checkpoint file: round trip, and a changed byte is refused */
+    char path[] = "/tmp/pd_hshard_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    uint32_t sum;
+    CHECK_EQ_INT(pd_hshard_save(&h, path, &sum), 0);
+    pd_hshard u;
+    pd_hshard_init(&u, &r, &d, 0, 1, 2);
+    CHECK_EQ_INT(pd_hshard_load(&u, path, sum), 0);
+    CHECK_EQ_INT(pd_hashtab_rows(&u.tab), 4);
+    CHECK(memcmp(pd_hashtab_find(&u.tab, keys[2]), row, 2 * sizeof(float)) == 0);
+    FILE *fp = fopen(path, "r+b");
+    fseek(fp, 40, SEEK_SET);
+    fputc(0x55, fp);
+    fclose(fp);
+    CHECK_EQ_INT(pd_hshard_load(&u, path, sum), PD_EDATA);
+    unlink(path);
+    pd_hshard_free(&h);
+    pd_hshard_free(&u);
 }
