@@ -11,6 +11,7 @@
 #   paddle run (1 pserver + 1 trainer) against paddle train; 2 trainers against 1
 #   checkpoint cost and recovery time (bench/ckpt.sh)
 #   launch on 16 sshd hosts against bare ssh to them (bench/launch.sh)
+#   a growing table's memory per row against its raw size (bench/hashtab_bench.c)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -89,6 +90,9 @@ printf '  sgemm at the MLP step'"'"'s own shapes %s samples/s; MLP training %s s
 
 echo "== pserver bandwidth"
 "$root/build/musl/ps_bench" | sed 's/^/  /'
+
+echo "== growing table memory per row (10M rows, dim 9, Adam)"
+"$root/build/musl/hashtab_bench" | sed 's/^/  /'
 
 echo "== distributed against local (recommender, sync)"
 local_rate=${ours[rec]}
