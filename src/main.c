@@ -157,7 +157,7 @@ static void print_recipe(const pd_recipe *r, const pd_plan *plan)
         }
         printf("  %-22s %-22s size %-6d", d->name, d->type, d->size);
         if (!strcmp(d->type, "data"))
-            printf(" %s%s", d->kind, d->range ? "" : "");
+            printf(" %s%s", d->kind, d->range || !strcmp(d->kind, "dense") ? "" : " 64-bit ids");
         if (d->range) printf(" ids < %d", d->range);
         if (d->act && strcmp(d->act, "linear")) printf(" act %s", d->act);
         if (d->pool) printf(" pool %s", d->pool);
@@ -165,9 +165,12 @@ static void print_recipe(const pd_recipe *r, const pd_plan *plan)
         if (d->ninputs) printf(" <- %s", inputs);
         if (i == r->cost) printf("  [cost]");
         printf("\n");
-        for (int j = 0; j < d->nparams; j++)
-            printf("  %24s %s [%d, %d]%s %ld\n", "", d->params[j].name, d->params[j].rows, d->params[j].cols,
-                   d->params[j].sparse ? " sparse" : "", (long)d->params[j].rows * d->params[j].cols);
+        for (int j = 0; j < d->nparams; j++) {
+            const pd_param_desc *p = &d->params[j];
+            if (p->hash) printf("  %24s %s [growing, %d] hash table\n", "", p->name, p->cols);
+            else printf("  %24s %s [%d, %d]%s %ld\n", "", p->name, p->rows, p->cols, p->sparse ? " sparse" : "",
+                        (long)p->rows * p->cols);
+        }
     }
     for (int i = 0; i < r->nmetrics; i++)
         printf("metric   %s <- %s\n", r->metrics[i].name, r->layers[r->metrics[i].layer].name);

@@ -360,7 +360,7 @@ static int add_param(pd_net *net, const pd_param_desc *d, pd_param **out)
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
         if (strcmp(p->name, d->name) == 0) {
-            if (p->rows != d->rows || p->cols != d->cols || p->hash != d->hash)
+            if ((!p->hash && p->rows != d->rows) || p->cols != d->cols || p->hash != d->hash)
                 return pd_err_set(PD_ERECIPE, "parameter '%s' is shared with shapes %dx%d and %dx%d",
                                   d->name, p->rows, p->cols, d->rows, d->cols);
             *out = p;

@@ -571,7 +571,12 @@ int pd_client_init(pd_client *c, pd_net *net)
         }
         for (int t = 0; t < l->ntables; t++) {
             pd_param *p = &net->params[c->net_param[l->tables[t]]];
-            if (p->hash) continue; /* its rows start at pd_init_row, on their pserver */
+            if (p->hash) { /* its rows start at pd_init_row, on their pserver */
+                if (pd_hashtab_rows(p->tab) > 0)
+                    PD_WARN("table '%s': the %ld rows loaded here (--init_model) are not sent to the pservers; "
+                            "growing tables start empty there", p->name, pd_hashtab_rows(p->tab));
+                continue;
+            }
             const float *all = host_view(c, net, p->w, 0, (size_t)p->rows * p->cols);
             for (int s = 0; s < c->np; s++) {
                 size_t limit = PD_MIN(sparse_conn(c, s, t)->max_frame, (size_t)PD_MAX_FRAME);

@@ -1,7 +1,8 @@
 # hashtab.sh - growing tables (embeddings over 64-bit ids without a range)
 # on generated Criteo-format data: paddle check prints their bytes per row;
 # paddle train reaches a sane AUC and saves NAME.keys.npy + NAME.npy that
-# NumPy reads; 2 pservers x 2 sync trainers of batch b give the model of
+# NumPy reads; recipes/ctr_hash.lua (one table for 26 slots) runs async;
+# 2 pservers x 2 sync trainers of batch b give the model of
 # paddle train with batch 2b (min_count and ttl included); the pservers'
 # checkpoints hold the tables and a pserver starts from one; recipe errors
 # name file:line.
@@ -62,6 +63,14 @@ P
 run_capture "$PADDLE" predict ctr.lua --model local/pass-00002 --input data/test.txt
 if [ $rc -eq 0 ] && grep -q "auc ${auc}\$" <<<"$out"; then pass predict_loads_table
 else fail predict_loads_table "rc $rc, wanted auc $auc: $(tail -n 2 <<<"$out")"; fi
+
+# recipes/ctr_hash.lua: one table shared by the 26 slots nn.id("Ck"), async over 2 pservers
+mkdir -p recipes && ln -s ../data recipes/data-gen && cp "$ROOT/recipes/ctr_hash.lua" recipes/ &&
+    sed -i 's|data/criteo-gen/|data-gen/|' recipes/ctr_hash.lua
+run_capture "$PADDLE" run recipes/ctr_hash.lua --passes=1 --max_batches=30 --batch_size=64 --save_dir=shared
+n=$($PY -c "import numpy as np; k = np.load('shared/pass-00000/SparseFeatFactors.keys.npy'); print(len(k))" 2>&1)
+if [ $rc -eq 0 ] && [ "$n" -gt 500 ] 2>/dev/null; then pass shared_table_async; echo "ctr_hash.lua: $n rows saved"
+else fail shared_table_async "rc $rc, rows '$n': $(tail -n 5 <<<"$out")"; fi
 
 # --- sync 2 x batch b == local batch 2b -----------------------------------------
 recipe sync.lua "min_count = 2, ttl = 1" "passes = 2, max_batches = 8, seed = 3, mode = 'sync'"
