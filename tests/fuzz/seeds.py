@@ -39,6 +39,7 @@ def checksum(data):
 TYPES = {"HELLO": 1, "CHALLENGE": 2, "AUTH": 3, "WELCOME": 4, "INIT_BLOCK": 10, "INIT_ROWS": 11,
          "INIT_DONE": 12, "READY": 13, "PUSH_BLOCK": 20, "BLOCK_VALUES": 21, "PULL_BLOCK": 22,
          "PUSH_ROWS": 30, "ROWS_DONE": 31, "PULL_ROWS": 32, "ROWS": 33, "PASS_END": 40, "PASS_DONE": 41,
+         "DECIDE": 42, "DECIDED": 43,
          "SAVE": 50, "SAVED": 51, "FINISH": 60, "ERROR": 90,
          "PULL_KEYS": 34, "KEY_ROWS": 35, "PUSH_KEYS": 36, "DUMP_KEYS": 37, "KEY_DUMP": 38}
 # the record kinds of fuzz_server.c: its types[] in this order, then these
