@@ -881,6 +881,11 @@ static int on_save(server *s, waiter me, int T, pd_frame *f)
     return 0;
 }
 
+static int is_key_request(int type)
+{
+    return type == PD_MSG_PULL_KEYS || type == PD_MSG_PUSH_KEYS || type == PD_MSG_DUMP_KEYS;
+}
+
 /* The frames of growing tables (64-bit ids; the table in a). */
 static int on_keys(server *s, waiter me, int T, pd_frame *f)
 {
@@ -923,6 +928,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
     waiter me = {slot, c->gen};
     int T = c->trainer;
     s->last_heard[T] = pd_now();
+    if (is_key_request(f->type)) return on_keys(s, me, T, f); /* growing tables */
     sblock *b;
     stable *tb;
     int rc;
@@ -1018,8 +1024,6 @@ static int on_frame(server *s, int slot, pd_frame *f)
         free(out);
         return 0;
     }
-    case PD_MSG_PULL_KEYS: case PD_MSG_PUSH_KEYS: case PD_MSG_DUMP_KEYS: /* growing tables */
-        return on_keys(s, me, T, f);
     case PD_MSG_PASS_END:
         return on_pass_end(s, me, T, f);
     case PD_MSG_SAVE:
