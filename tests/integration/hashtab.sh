@@ -4,7 +4,8 @@
 # NumPy reads; recipes/ctr_hash.lua (one table for 26 slots) runs async;
 # 2 pservers x 2 sync trainers of batch b give the model of
 # paddle train with batch 2b (min_count and ttl included); the pservers'
-# checkpoints hold the tables and a pserver starts from one; recipe errors
+# checkpoints hold the tables, a pserver starts from one and --resume equals
+# an uninterrupted run; recipe errors
 # name file:line.
 . "$ROOT/tests/integration/lib.sh"
 PY=/usr/bin/python3
@@ -165,6 +166,31 @@ sys.exit(0 if not missing and diff < 0.05 else 1)
 P
 ); then pass pserver_starts_from_table; echo "$msg"
 else fail pserver_starts_from_table "rc $rc: $msg $(tail -n 3 <<<"$out") $(tail -n 3 ps.log)"; fi
+
+# paddle run --resume from the last checkpoint (end of pass 1) for a third pass
+# gives the model of an uninterrupted 3-pass run: the table included
+run_capture "$PADDLE" run ck.lua --trainers=1 --pservers=1 --checkpoint_dir=ckpt --checkpoint_period=5 --save_dir=ck \
+    --resume --passes=3
+rout=$out
+run_capture "$PADDLE" run ck.lua --trainers=1 --pservers=1 --passes=3 --save_dir=ck3
+if grep -q 'resuming from checkpoint ckpt/ckpt-10' <<<"$rout" && [ $rc -eq 0 ] && msg=$($PY - <<'P'
+import json, sys
+import numpy as np
+a, b = "ck/pass-00002", "ck3/pass-00002"
+worst = 0.0
+for p in json.load(open(a + "/manifest.json"))["params"]:
+    n = p["name"]
+    x, y = np.load("%s/%s.npy" % (a, n)), np.load("%s/%s.npy" % (b, n))
+    if n == "feat":
+        ka, kb = np.load(a + "/feat.keys.npy"), np.load(b + "/feat.keys.npy")
+        assert sorted(ka.tolist()) == sorted(kb.tolist()), (len(ka), len(kb))
+        x, y = x[np.argsort(ka)], y[np.argsort(kb)]
+    worst = max(worst, float(np.abs(x - y).max()))
+print("resumed against uninterrupted: largest difference %.3g, %d table rows" % (worst, len(ka)))
+sys.exit(0 if worst < 1e-5 else 1)
+P
+); then pass resume_equals_uninterrupted; echo "$msg"
+else fail resume_equals_uninterrupted "rc $rc: $msg $(grep -i resum <<<"$rout" | head -n 3)"; fi
 
 # --- recipe errors ----------------------------------------------------------------
 bad() { # NAME WANT EMBEDDING_LINE
