@@ -127,7 +127,7 @@ int main(int argc, char **argv)
     printf("loopback TCP, one stream:        %8.0f MB/s\n", raw / 1e6);
     printf("pserver push+pull of %ld floats: %8.0f MB/s (%.1f ms per step)\n", floats, ps / 1e6,
            secs / steps * 1e3);
-    printf("ratio pserver / loopback:        %8.2f (target >= 0.7)\n", ps / raw);
+    printf("ratio pserver / loopback:        %8.2f (target >= 0.8)\n", ps / raw);
     pd_net_free(&net);
     pd_layout_free(&lay);
     pd_recipe_free(&r);
