@@ -37,7 +37,7 @@ gone_within() { # PID SECONDS
 
 # start JOB-OPTIONS...: the job in the background, $launcher; waits for training
 start() {
-    "$PADDLE" run "$recipe" --log_period=1000000 "$@" >job.out 2>&1 &
+    "$PADDLE" run "$recipe" --log_period=1000000 --early_stop=0 "$@" >job.out 2>&1 &
     launcher=$!
     wait_for job.out 'trainer 1\] .*pass 3 done' 20 || { echo "job did not start:"; tail -n 20 job.out; return 1; }
 }

@@ -193,13 +193,13 @@ if [ $ok -eq 20 ]; then pass killed_during_writes_previous_loads; else fail kill
 read -r -a ports <<<"$(free_ports)"
 hp=()
 for j in 0 1; do
-    "$PADDLE" pserver fit_a_line.lua --pserver_id=$j --port=${ports[$j]} --bind=127.0.0.1 --passes=1000000 \
+    "$PADDLE" pserver fit_a_line.lua --pserver_id=$j --port=${ports[$j]} --bind=127.0.0.1 --passes=1000000 --early_stop=0 \
         --heartbeat_timeout=3 >hb.ps$j 2>&1 &
     hp+=($!); pids+=($!)
 done
 for j in 0 1; do
     "$PADDLE" trainer fit_a_line.lua --pservers=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} --trainer_id=$j \
-        --passes=1000000 --heartbeat_timeout=3 --log_period=100000000 --save_dir=hb_out >hb.tr$j 2>&1 &
+        --passes=1000000 --early_stop=0 --heartbeat_timeout=3 --log_period=100000000 --save_dir=hb_out >hb.tr$j 2>&1 &
     hp+=($!); pids+=($!)
 done
 sleep 1.5
