@@ -1,0 +1,141 @@
+# status_tty.sh - the live status block of `paddle run` and `paddle train`,
+# driven as a user sees it: the real binary in a tmux pane (send-keys,
+# capture-pane). The block shows every role with its host and state and the
+# pass x/N; it stays whole in a 60-column window (no line of it longer than
+# the window, no copy of it left behind); Ctrl+C stops the job, erases the
+# block, leaves the final lines and no role process. Without a terminal:
+# the plain lines, one summary line per pass, no escape sequence.
+. "$ROOT/tests/integration/lib.sh"
+
+command -v tmux >/dev/null || { skip status_tty "tmux is not installed (Debian package tmux)"; exit 0; }
+"$ROOT/recipes/prepare.sh" >/dev/null || { fail prepare "recipes/prepare.sh failed"; exit 0; }
+mkdir -p data/uci_housing && cp "$ROOT/recipes/data/uci_housing/housing.data" data/uci_housing/
+cp "$ROOT/recipes/fit_a_line.lua" status_job.lua
+
+sock=paddle-status-$$
+tm() { tmux -L "$sock" -f /dev/null "$@"; }
+trap 'tm kill-server 2>/dev/null' EXIT
+screen() { tm capture-pane -p -t st "$@"; }
+# wait_for PATTERN [SECONDS]: until the visible pane matches (grep -E)
+wait_for() {
+    local i
+    for i in $(seq 1 $((${2:-30} * 10))); do screen | grep -qE "$1" && return 0; sleep 0.1; done
+    return 1
+}
+job_pids() {
+    local p
+    for p in /proc/[0-9]*; do
+        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qE '^[^ ]*paddle (pserver|trainer) status_job\.lua' &&
+            echo "${p#/proc/}"
+    done
+}
+HEAD='^-- paddle run status_job\.lua'
+
+tm new-session -d -s st -x 120 -y 40 -c "$T" "bash --norc --noprofile" || { fail tmux "cannot start tmux"; exit 0; }
+tm send-keys -t st "$PADDLE run status_job.lua --passes=100000 --early_stop=0 --keep_models=1; echo EXIT=\$?" Enter
+
+# the block: its header, the pass, every role with its host and state
+if ! wait_for 'trainer 1 +localhost +training' 30; then
+    fail block_roles "no status block with the trainers training: $(screen | tail -n 12)"
+else
+    shot=$(screen)
+    block=$(sed -n "/$HEAD/,\$p" <<<"$shot" | sed '/^$/d')
+    if [ "$(grep -cE "$HEAD" <<<"$shot")" -eq 1 ] && grep -qE '^pass [0-9]+/100000 ' <<<"$block" &&
+        grep -qE '^  pserver 0 +localhost +serving' <<<"$block" &&
+        grep -qE '^  pserver 1 +localhost +serving' <<<"$block" &&
+        grep -qE '^  trainer 0 +localhost +training +pass [0-9]+' <<<"$block" &&
+        grep -qE '^train cost [0-9.e+-]+ +test cost [0-9.e+-]+, test rmse' <<<"$block" &&
+        grep -qE 'elapsed [0-9]+s, ETA ' <<<"$block" &&
+        [ "$(wc -l <<<"$block")" -eq 7 ] && grep -q '^\[trainer 0\] I' <<<"$shot"; then
+        pass block_roles
+    else
+        fail block_roles "the block is not whole at the bottom: $shot"
+    fi
+    # it is live: the pass moves on between captures
+    p1=$(grep -oE '^pass [0-9]+' <<<"$block" | head -n 1)
+    moved=0
+    for i in $(seq 1 100); do
+        p2=$(screen | grep -oE '^pass [0-9]+' | head -n 1)
+        [ -n "$p2" ] && [ "$p2" != "$p1" ] && { moved=1; break; }
+        sleep 0.1
+    done
+    [ $moved -eq 1 ] && pass block_live || fail block_live "the pass stayed at '$p1'"
+fi
+
+# a 60-column window: the block redrawn to fit, not wrapped, not repeated
+tm resize-window -t st -x 60 -y 40
+ok=0
+for i in $(seq 1 50); do
+    shot=$(screen -J)
+    block=$(sed -n "/$HEAD/,\$p" <<<"$shot" | sed '/^$/d')
+    if [ "$(grep -cE "$HEAD" <<<"$shot")" -eq 1 ] && [ "$(wc -l <<<"$block")" -eq 7 ] &&
+        [ "$(awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }' <<<"$block")" -lt 60 ] &&
+        grep -qE '^  trainer 1 +localhost' <<<"$block"; then
+        ok=1
+        break
+    fi
+    sleep 0.1
+done
+wide=$(screen | awk 'length($0) > 60' | head -n 1)
+if [ $ok -eq 1 ] && [ -z "$wide" ]; then pass narrow_window
+else fail narrow_window "no whole block within 60 columns: $(screen -J | tail -n 10)"; fi
+
+# Ctrl+C: the job stops, the block is gone, the final lines read well, no role is left
+pids=$(job_pids)
+tm send-keys -t st C-c
+if ! wait_for '^EXIT=' 30; then
+    fail ctrl_c "the job did not end within 30 s after Ctrl+C"
+else
+    shot=$(screen -J)
+    left=""
+    for i in $(seq 1 50); do
+        left=""
+        for p in $pids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+        [ -z "$left" ] && break
+        sleep 0.1
+    done
+    if [ -z "$pids" ]; then
+        fail ctrl_c "no role process found while the job ran"
+    elif [ -n "$left" ]; then
+        fail ctrl_c "role processes left after Ctrl+C:$left"
+        for p in $left; do kill -9 "$p" 2>/dev/null; done
+    elif grep -qE "$HEAD" <<<"$shot" || ! grep -q '^EXIT=130' <<<"$shot" ||
+        ! grep -q 'interrupted (Ctrl+C): stopping every role' <<<"$shot" ||
+        ! grep -qE '^paddle: stopped at pass [0-9]+/100000, train cost' <<<"$shot"; then
+        fail ctrl_c "the block was not replaced by the final lines: $(tail -n 12 <<<"$shot")"
+    else
+        pass ctrl_c
+    fi
+fi
+
+# paddle train shows the same block, and Ctrl+C erases it too
+tm send-keys -t st "clear; $PADDLE train status_job.lua --passes=100000 --early_stop=0 --keep_models=1; echo EXIT=\$?" Enter
+if ! wait_for '^  trainer +localhost +training' 30; then
+    fail train_block "no status block for paddle train: $(screen | tail -n 8)"
+else
+    shot=$(screen)
+    if grep -qE '^-- paddle train status_job\.lua' <<<"$shot" && grep -qE '^pass [0-9]+/100000' <<<"$shot"; then
+        pass train_block
+    else
+        fail train_block "the block lacks its header or pass: $(tail -n 6 <<<"$shot")"
+    fi
+    tm send-keys -t st C-c
+    if wait_for '^EXIT=' 30 && ! screen | grep -qE '^-- paddle train' &&
+        screen -J | grep -qE '^paddle: interrupted at pass [0-9]+/100000'; then
+        pass train_ctrl_c
+    else
+        fail train_ctrl_c "after Ctrl+C: $(screen -J | tail -n 6)"
+    fi
+fi
+tm kill-server 2>/dev/null
+
+# no terminal: plain lines, a summary line per pass, no escape sequence
+TERM=xterm "$PADDLE" run status_job.lua --passes=3 --early_stop=0 >plain.out 2>&1
+rc=$?
+n=$(grep -cE '^paddle: pass [1-3]/3 done: train cost [0-9.e+-]+, test cost .*samples/s, elapsed' plain.out)
+if [ $rc -eq 0 ] && [ "$n" -eq 3 ] && ! grep -q $'\033' plain.out && ! grep -q '#paddle-progress' plain.out &&
+    ! grep -q '#paddle-progress' log/train.log && grep -q '^\[trainer 0\] I.*pass 2 done' log/train.log; then
+    pass plain_summary
+else
+    fail plain_summary "rc $rc, $n summary lines: $(tail -n 8 plain.out)"
+fi
