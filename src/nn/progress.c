@@ -254,6 +254,7 @@ int pd_progress_line(pd_progress *p, const char *name, const char *host, const c
 void pd_progress_end(pd_progress *p, const char *how)
 {
     if (p->live) pd_term_stop();
+    p->live = 0;
     if (!how) return;
     double of_pass, f = fraction(p, &of_pass);
     char t[64], ptext[96], buf[600];
@@ -265,5 +266,4 @@ void pd_progress_end(pd_progress *p, const char *how)
                      p->test[0] ? ", " : "", p->test, t);
     fflush(stdout);
     pd_term_write(2, buf, (size_t)PD_MIN(n, (int)sizeof buf - 1));
-    p->live = 0;
 }
