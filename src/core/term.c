@@ -21,11 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int live;                /* the block is in use */
-static int tty_out;             /* stdout is the same kind of terminal too */
+static int tty_out;             /* stdout is the same terminal as stderr */
 static int cols = 80, rows = 24;
 static volatile sig_atomic_t resized;
 static struct sigaction saved_winch;
@@ -39,7 +40,6 @@ static double last_draw;
 #define PENDING_MAX 65536
 static char pending[PENDING_MAX];
 static size_t npending;
-static int pending_fd;
 
 static void on_winch(int sig)
 {
@@ -62,7 +62,8 @@ int pd_term_start(void)
     if (live) return 1;
     if (!isatty(2) || !term || !*term || !strcmp(term, "dumb")) return 0;
     pthread_mutex_lock(&lock);
-    tty_out = isatty(1);
+    struct stat o, e;
+    tty_out = isatty(1) && fstat(1, &o) == 0 && fstat(2, &e) == 0 && o.st_rdev == e.st_rdev;
     read_size();
     struct sigaction sa = {.sa_handler = on_winch, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
@@ -112,44 +113,47 @@ static void put_fd(int fd, const char *s, size_t n)
     }
 }
 
-/* Erase the block from the screen (with the lock held). */
-static void erase(void)
+/* Append to out what erases the block from the screen (with the lock held). */
+static size_t erase_seq(char *out)
 {
-    if (!ndrawn) return;
+    if (!ndrawn) return 0;
     int up = 0;
     for (int i = 0; i < ndrawn - 1; i++) up += drawn_len[i] > cols ? (drawn_len[i] + cols - 1) / cols : 1;
-    char seq[32];
-    int n = up ? snprintf(seq, sizeof seq, "\r\033[%dA\033[J", up) : snprintf(seq, sizeof seq, "\r\033[J");
-    put_fd(2, seq, (size_t)n);
     ndrawn = 0;
+    return (size_t)(up ? sprintf(out, "\r\033[%dA\033[J", up) : sprintf(out, "\r\033[J"));
 }
 
-/* Write the lines that waited (with the lock held, the block erased). */
-static void flush_pending(void)
+/* Erase the block and write the lines that waited (with the lock held). */
+static void erase(void)
 {
-    if (npending) put_fd(pending_fd, pending, npending);
+    char seq[32];
+    size_t n = erase_seq(seq);
+    put_fd(2, seq, n);
+    put_fd(2, pending, npending);
     npending = 0;
 }
 
-/* Erase and draw the block (with the lock held): every line cut to the
- * width less one column (a line that fills the last column may wrap). */
+/* Erase the block, write the lines that waited and draw the block again,
+ * in one write (with the lock held): every line cut to the width less one
+ * column (a line that fills the last column may wrap). */
 static void draw(void)
 {
-    char buf[PD_TERM_LINES * (PD_TERM_COLS + 2) + 32];
-    size_t len = 0;
-    erase();
-    flush_pending();
+    static char frame[32 + PENDING_MAX + PD_TERM_LINES * (PD_TERM_COLS + 1) + 1];
+    size_t len = erase_seq(frame);
+    memcpy(frame + len, pending, npending);
+    len += npending;
+    npending = 0;
     int n = PD_MIN(nwant, PD_MAX(1, rows - 2)); /* never taller than the window */
     int width = PD_MAX(1, cols - 1);
     for (int i = 0; i < n; i++) {
         int k = PD_MIN((int)strlen(want[i]), width);
-        memcpy(buf + len, want[i], (size_t)k);
+        memcpy(frame + len, want[i], (size_t)k);
         len += (size_t)k;
-        if (i < n - 1) buf[len++] = '\n';
+        if (i < n - 1) frame[len++] = '\n';
         drawn_len[i] = k;
     }
-    buf[len++] = '\r';
-    put_fd(2, buf, len);
+    frame[len++] = '\r';
+    put_fd(2, frame, len);
     ndrawn = n;
     changed = 0;
     last_draw = pd_now();
@@ -173,13 +177,11 @@ void pd_term_write(int fd, const char *buf, size_t n)
     pthread_mutex_lock(&lock);
     if (live && ndrawn && (fd == 2 || tty_out)) {
         /* the block is up: the line waits for the next draw */
-        if ((npending && fd != pending_fd) || npending + n > PENDING_MAX) {
+        if (npending + n > PENDING_MAX) {
             erase();
-            flush_pending();
         } else {
             memcpy(pending + npending, buf, n);
             npending += n;
-            pending_fd = fd;
             n = 0;
         }
     }
@@ -192,7 +194,6 @@ void pd_term_hide(void)
     if (!live) return;
     pthread_mutex_lock(&lock);
     erase();
-    flush_pending();
     pthread_mutex_unlock(&lock);
 }
 
@@ -202,7 +203,6 @@ void pd_term_stop(void)
     pthread_mutex_lock(&lock);
     if (resized) read_size();
     erase();
-    flush_pending();
     live = 0;
     sigaction(SIGWINCH, &saved_winch, NULL);
     pthread_mutex_unlock(&lock);

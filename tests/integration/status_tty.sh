@@ -3,9 +3,11 @@
 # capture-pane). The block shows every role with its host and state and the
 # pass x/N; it stays whole in a 60-column window (no line of it longer than
 # the window, no copy of it left behind); Ctrl+C stops the job, erases the
-# block, leaves the final lines and no role process. Without a terminal:
-# the plain lines, one summary line per pass, no escape sequence.
+# block, leaves the final lines and no role process. Over SSH (real sshd
+# "hosts" on 127.0.0.2 and .3) the block names each role's host. Without a
+# terminal: the plain lines, one summary line per pass, no escape sequence.
 . "$ROOT/tests/integration/lib.sh"
+. "$ROOT/tests/integration/sshd_lib.sh"
 
 command -v tmux >/dev/null || { skip status_tty "tmux is not installed (Debian package tmux)"; exit 0; }
 "$ROOT/recipes/prepare.sh" >/dev/null || { fail prepare "recipes/prepare.sh failed"; exit 0; }
@@ -14,7 +16,7 @@ cp "$ROOT/recipes/fit_a_line.lua" status_job.lua
 
 sock=paddle-status-$$
 tm() { tmux -L "$sock" -f /dev/null "$@"; }
-trap 'tm kill-server 2>/dev/null' EXIT
+trap 'tm kill-server 2>/dev/null; sshd_cleanup' EXIT
 screen() { tm capture-pane -p -t st "$@"; }
 # wait_for PATTERN [SECONDS]: until the visible pane matches (grep -E)
 wait_for() {
@@ -38,15 +40,24 @@ tm send-keys -t st "$PADDLE run status_job.lua --passes=100000 --early_stop=0 --
 if ! wait_for 'trainer 1 +localhost +training' 30; then
     fail block_roles "no status block with the trainers training: $(screen | tail -n 12)"
 else
-    shot=$(screen)
-    block=$(sed -n "/$HEAD/,\$p" <<<"$shot" | sed '/^$/d')
-    if [ "$(grep -cE "$HEAD" <<<"$shot")" -eq 1 ] && grep -qE '^pass [0-9]+/100000 ' <<<"$block" &&
-        grep -qE '^  pserver 0 +localhost +serving' <<<"$block" &&
-        grep -qE '^  pserver 1 +localhost +serving' <<<"$block" &&
-        grep -qE '^  trainer 0 +localhost +training +pass [0-9]+' <<<"$block" &&
-        grep -qE '^train cost [0-9.e+-]+ +test cost [0-9.e+-]+, test rmse' <<<"$block" &&
-        grep -qE 'elapsed [0-9]+s, ETA ' <<<"$block" &&
-        [ "$(wc -l <<<"$block")" -eq 7 ] && grep -q '^\[trainer 0\] I' <<<"$shot"; then
+    # a capture can fall between two writes of a redraw: look a few times
+    for i in $(seq 1 20); do
+        shot=$(screen)
+        block=$(sed -n "/$HEAD/,\$p" <<<"$shot" | sed '/^$/d')
+        ok=0
+        if [ "$(grep -cE "$HEAD" <<<"$shot")" -eq 1 ] && grep -qE '^pass [0-9]+/100000 ' <<<"$block" &&
+            grep -qE '^  pserver 0 +localhost +serving' <<<"$block" &&
+            grep -qE '^  pserver 1 +localhost +serving' <<<"$block" &&
+            grep -qE '^  trainer 0 +localhost +training +pass [0-9]+' <<<"$block" &&
+            grep -qE '^train cost [0-9.e+-]+ +test cost [0-9.e+-]+, test rmse' <<<"$block" &&
+            grep -qE 'elapsed [0-9]+s, ETA ' <<<"$block" &&
+            [ "$(wc -l <<<"$block")" -eq 7 ] && grep -q '^\[trainer 0\] I' <<<"$shot"; then
+            ok=1
+            break
+        fi
+        sleep 0.1
+    done
+    if [ $ok -eq 1 ]; then
         pass block_roles
     else
         fail block_roles "the block is not whole at the bottom: $shot"
@@ -125,6 +136,56 @@ else
         pass train_ctrl_c
     else
         fail train_ctrl_c "after Ctrl+C: $(screen -J | tail -n 6)"
+    fi
+fi
+
+# over SSH: the roles on their hosts, and Ctrl+C leaves nothing on either
+if [ ! -x "$SSHD_BIN" ]; then
+    skip ssh_block "no OpenSSH server ($SSHD_BIN; Debian package openssh-server)"
+elif ! { SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node2" sshd_start 2 >/dev/null &&
+         SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node3" sshd_start 3 >/dev/null; }; then
+    fail ssh_block "cannot start the test sshd servers"
+else
+    mkdir -p ws && cp -r data ws/ && cat "${SSHD_KNOWN[2]}" "${SSHD_KNOWN[3]}" >known_hosts
+    cat >ws/ssh_job.lua <<R
+cluster {
+  hosts = { "$SSHD_USER@127.0.0.2:${SSHD_PORT[2]}", "$SSHD_USER@127.0.0.3:${SSHD_PORT[3]}" },
+  root_dir = "\$PADDLE_NODE_ROOT", known_hosts = "$T/known_hosts",
+  identity_files = { "$SSHD_KEYS/id_ed25519" }, use_agent = false, port = $(sshd_free_port),
+}
+job { pservers = 2, trainers = 2, workspace = "." }
+data { train = "data/uci_housing/housing.data", test = "data/uci_housing/housing.data", format = "uci_housing" }
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(x, 1), y)
+end
+optimizer = nn.sgd { learning_rate = 0.001 }
+settings { batch_size = 20, passes = 100000, log_period = 1000 }
+R
+    tm send-keys -t st "clear; $PADDLE run ws/ssh_job.lua; echo EXIT=\$?" Enter
+    if wait_for 'trainer 1 +127\.0\.0\.[23] +training' 60 &&
+        screen | grep -qE '^  pserver 0 +127\.0\.0\.[23] +serving' &&
+        screen | grep -qE '^-- paddle run ws/ssh_job\.lua' && ! screen | grep -q 'paddle-progress'; then
+        pass ssh_block
+    else
+        fail ssh_block "no block with the roles on their hosts: $(screen | tail -n 10)"
+    fi
+    tm send-keys -t st C-c
+    left=""
+    if wait_for '^EXIT=' 30; then
+        for i in $(seq 1 50); do
+            left=$(for p in /proc/[0-9]*; do
+                tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qE "$T/node[23]/" && echo "${p#/proc/}"; done)
+            [ -z "$left" ] && break
+            sleep 0.1
+        done
+    fi
+    if screen -J | grep -qE '^paddle: stopped at pass [0-9]+/100000' && [ -z "$left" ] &&
+        ! screen | grep -qE '^-- paddle run'; then
+        pass ssh_ctrl_c
+    else
+        fail ssh_ctrl_c "left: '$left'; $(screen -J | tail -n 8)"
+        for p in $left; do kill -9 "$p" 2>/dev/null; done
     fi
 fi
 tm kill-server 2>/dev/null
