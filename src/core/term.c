@@ -60,10 +60,13 @@ int pd_term_start(void)
 {
     const char *term = getenv("TERM");
     if (live) return 1;
-    if (!isatty(2) || !term || !*term || !strcmp(term, "dumb")) return 0;
-    pthread_mutex_lock(&lock);
     struct stat o, e;
-    tty_out = isatty(1) && fstat(1, &o) == 0 && fstat(2, &e) == 0 && o.st_rdev == e.st_rdev;
+    if (!isatty(2) || !term || !*term || !strcmp(term, "dumb") || fstat(1, &o) < 0 || fstat(2, &e) < 0) return 0;
+    /* stdout into a pipe (`paddle run ... | tee out`): its lines reach the
+     * terminal behind our back, so no block */
+    if (S_ISFIFO(o.st_mode) || S_ISSOCK(o.st_mode)) return 0;
+    pthread_mutex_lock(&lock);
+    tty_out = isatty(1) && o.st_rdev == e.st_rdev;
     read_size();
     struct sigaction sa = {.sa_handler = on_winch, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);

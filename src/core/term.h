@@ -3,8 +3,10 @@
  * are redrawn in place while other lines scroll above them.
  *
  * One block per process (there is one terminal). It is live only when
- * stderr is a terminal and TERM is set and not "dumb"; otherwise every call
- * but pd_term_write() does nothing and pd_term_write() just writes.
+ * stderr is a terminal, TERM is set and not "dumb", and stdout is not a
+ * pipe (whose lines would reach the terminal behind the block's back);
+ * otherwise every call but pd_term_write() does nothing and
+ * pd_term_write() just writes.
  *
  *     if (pd_term_start()) {
  *         const char *lines[] = {"pass 3/10  45%", "trainer 0  training"};

@@ -3,7 +3,8 @@
 # capture-pane). The block shows every role with its host and state and the
 # pass x/N; it stays whole in a 60-column window (no line of it longer than
 # the window, no copy of it left behind); Ctrl+C stops the job, erases the
-# block, leaves the final lines and no role process. Over SSH (real sshd
+# block, leaves the final lines and no role process; stdout into a pipe
+# means no block. Over SSH (real sshd
 # "hosts" on 127.0.0.2 and .3) the block names each role's host. Without a
 # terminal: the plain lines, one summary line per pass, no escape sequence.
 . "$ROOT/tests/integration/lib.sh"
@@ -137,6 +138,15 @@ else
     else
         fail train_ctrl_c "after Ctrl+C: $(screen -J | tail -n 6)"
     fi
+fi
+
+# stdout into a pipe on a terminal: its lines would pass behind the block, so no block, the summary lines
+tm send-keys -t st "clear; $PADDLE run status_job.lua --passes=3 --early_stop=0 | cat; echo EXIT=\$?" Enter
+if wait_for '^EXIT=' 30 && screen -J | grep -qE '^paddle: pass 3/3 done: train cost' &&
+    ! screen | grep -qE '^-- paddle run'; then
+    pass piped_stdout
+else
+    fail piped_stdout "$(screen -J | tail -n 6)"
 fi
 
 # over SSH: the roles on their hosts, and Ctrl+C leaves nothing on either
