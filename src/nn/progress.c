@@ -256,14 +256,13 @@ void pd_progress_end(pd_progress *p, const char *how)
     if (p->live) pd_term_stop();
     p->live = 0;
     if (!how) return;
-    double of_pass, f = fraction(p, &of_pass);
-    char t[64], ptext[96], buf[600];
-    times(p, f, t, sizeof t);
+    double of_pass;
+    char t[64], buf[600];
+    times(p, fraction(p, &of_pass), t, sizeof t);
     char *eta = strstr(t, ", ETA");
     if (eta) *eta = '\0';
-    pass_text(p, f, of_pass, ptext, sizeof ptext);
-    int n = snprintf(buf, sizeof buf, "paddle: %s at %s, train cost %.6g%s%s, %s\n", how, ptext, p->train_cost,
-                     p->test[0] ? ", " : "", p->test, t);
+    int n = snprintf(buf, sizeof buf, "paddle: %s: %d of %d passes done, train cost %.6g%s%s, %s\n", how,
+                     p->pass_done + 1, p->passes, p->train_cost, p->test[0] ? ", " : "", p->test, t);
     fflush(stdout);
     pd_term_write(2, buf, (size_t)PD_MIN(n, (int)sizeof buf - 1));
 }

@@ -69,7 +69,8 @@ int pd_progress_line(pd_progress *p, const char *name, const char *host, const c
 /* Draw the block when due. */
 void pd_progress_show(pd_progress *p);
 /* Erase the block for good and print the job's last state on one line,
- * "paddle: <how> at pass 3/10, ..." (how NULL: nothing printed). */
+ * "paddle: <how>: 3 of 10 passes done, train cost ..." (how NULL: nothing
+ * printed). */
 void pd_progress_end(pd_progress *p, const char *how);
 void pd_progress_free(pd_progress *p);
 

@@ -113,7 +113,7 @@ else
         for p in $left; do kill -9 "$p" 2>/dev/null; done
     elif grep -qE "$HEAD" <<<"$shot" || ! grep -q '^EXIT=130' <<<"$shot" ||
         ! grep -q 'interrupted (Ctrl+C): stopping every role' <<<"$shot" ||
-        ! grep -qE '^paddle: stopped at pass [0-9]+/100000, train cost' <<<"$shot"; then
+        ! grep -qE '^paddle: stopped: [0-9]+ of 100000 passes done, train cost' <<<"$shot"; then
         fail ctrl_c "the block was not replaced by the final lines: $(tail -n 12 <<<"$shot")"
     else
         pass ctrl_c
@@ -133,7 +133,7 @@ else
     fi
     tm send-keys -t st C-c
     if wait_for '^EXIT=' 30 && ! screen | grep -qE '^-- paddle train' &&
-        screen -J | grep -qE '^paddle: interrupted at pass [0-9]+/100000'; then
+        screen -J | grep -qE '^paddle: interrupted: [0-9]+ of 100000 passes done'; then
         pass train_ctrl_c
     else
         fail train_ctrl_c "after Ctrl+C: $(screen -J | tail -n 6)"
@@ -190,7 +190,7 @@ R
             sleep 0.1
         done
     fi
-    if screen -J | grep -qE '^paddle: stopped at pass [0-9]+/100000' && [ -z "$left" ] &&
+    if screen -J | grep -qE '^paddle: stopped: [0-9]+ of 100000 passes done' && [ -z "$left" ] &&
         ! screen | grep -qE '^-- paddle run'; then
         pass ssh_ctrl_c
     else
