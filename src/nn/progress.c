@@ -119,7 +119,7 @@ static void times(const pd_progress *p, double f, char *buf, size_t len)
 }
 
 /* "pass 13/1000 43%  52000 samples/s" and the costs */
-static void pass_text(const pd_progress *p, double f, double of_pass, char *buf, size_t len)
+static void pass_text(const pd_progress *p, double of_pass, char *buf, size_t len)
 {
     const pd_prog_role *r = slowest(p);
     int pass = r ? r->pass : p->pass_done + 1;
@@ -127,7 +127,6 @@ static void pass_text(const pd_progress *p, double f, double of_pass, char *buf,
     int n = snprintf(buf, len, "pass %d/%d", pass + 1, p->passes);
     if (!isnan(of_pass)) n += snprintf(buf + n, len - (size_t)n, "  %3.0f%%", of_pass * 100);
     if (r) snprintf(buf + n, len - (size_t)n, "  %.0f samples/s", job_rate(p));
-    (void)f;
 }
 
 static void render(pd_progress *p)
@@ -140,13 +139,15 @@ static void render(pd_progress *p)
     char t[64];
     times(p, f, t, sizeof t);
     snprintf(lines[n++], PD_TERM_COLS, "-- %s  %s", p->title, t);
-    pass_text(p, f, of_pass, lines[n++], PD_TERM_COLS);
+    pass_text(p, of_pass, lines[n++], PD_TERM_COLS);
     /* trainer 0's last pass, or the current pass so far before the first ends */
     const pd_prog_role *tr = slowest(p);
     double cost = !isnan(p->train_cost) || !tr ? p->train_cost : tr->cost;
-    snprintf(lines[n++], PD_TERM_COLS, "train cost %.5g%s%s", cost, p->test[0] ? "  " : "", p->test);
-    /* the roles: as many as fit in half the window, then how many more */
-    int room = PD_MIN(PD_TERM_LINES, PD_MAX(2, rows / 2)) - n;
+    char ctext[32] = "-";
+    if (!isnan(cost)) snprintf(ctext, sizeof ctext, "%.5g", cost);
+    snprintf(lines[n++], PD_TERM_COLS, "train cost %s%s%s", ctext, p->test[0] ? "  " : "", p->test);
+    /* the roles: as many as fit in half the window (one line at least), then how many more */
+    int room = PD_MAX(1, PD_MIN(PD_TERM_LINES, PD_MAX(2, rows / 2)) - n);
     for (int i = 0; i < p->nroles; i++) {
         const pd_prog_role *r = &p->roles[i];
         if (i == room - 1 && p->nroles > room) {
