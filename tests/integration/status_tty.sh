@@ -4,9 +4,10 @@
 # pass x/N; it stays whole in a 60-column window (no line of it longer than
 # the window, no copy of it left behind); Ctrl+C stops the job, erases the
 # block, leaves the final lines and no role process; stdout into a pipe
-# means no block. Over SSH (real sshd
-# "hosts" on 127.0.0.2 and .3) the block names each role's host. Without a
-# terminal: the plain lines, one summary line per pass, no escape sequence.
+# means no block. Over SSH (real sshd "hosts" on 127.0.0.2 and .3) the block
+# names each role's host. Without a terminal: the plain lines, one summary
+# line per pass, no escape sequence. The tmux server (its own -L socket) is
+# killed at the end, always.
 . "$ROOT/tests/integration/lib.sh"
 . "$ROOT/tests/integration/sshd_lib.sh"
 
