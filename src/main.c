@@ -601,7 +601,7 @@ out:
 static int cmd_trainer(int argc, char **argv)
 {
     static const char *const known[] = {"trainer_id", "pservers", "secret_fd", "log_dir", "init_model",
-                                        "resume!", NULL};
+                                        "resume!", "status_lines!", NULL};
     role_cmd c;
     pd_trainer_opts o = {0};
     int rc = role_open(&c, "trainer", argc, argv, known);
@@ -619,6 +619,7 @@ static int cmd_trainer(int argc, char **argv)
         o.ntrainers = c.r.trainers;
         o.init_model = pd_cli_opt(&c.cli, "init_model");
         o.resume = pd_cli_opt(&c.cli, "resume") != NULL;
+        o.status_lines = pd_cli_opt(&c.cli, "status_lines") != NULL;
         memcpy(o.secret, c.secret, PD_SECRET);
         pd_job_id(o.secret, o.job);
         o.stop = &stop_flag;

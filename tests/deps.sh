@@ -7,7 +7,8 @@
 # netavark/aardvark-dns (container networks with DNS), Node.js and npm
 # (offline schema validation of the Kubernetes manifests), rsvg-convert
 # (librsvg2-bin: curves.sh renders curves.svg) and promtool (prometheus:
-# metrics.sh checks the /metrics text), curl (metrics.sh scrapes). The package lists
+# metrics.sh checks the /metrics text), curl (metrics.sh scrapes), tmux (the
+# status block on a terminal, status_tty.sh). The package lists
 # are read first (apt-get update) so that a fresh machine finds them.
 #
 # tests/deps.sh fuzz: what make fuzz needs instead: clang and libFuzzer
@@ -41,6 +42,7 @@ else
     [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
     command -v ssh-keygen >/dev/null || missing+=(openssh-client)
     command -v file >/dev/null || missing+=(file)
+    command -v tmux >/dev/null || missing+=(tmux)  # status_tty.sh: the terminal display
     command -v mpirun >/dev/null || missing+=(openmpi-bin)
     command -v slurmctld >/dev/null || missing+=(slurmctld)
     command -v slurmd >/dev/null || missing+=(slurmd)

@@ -1,6 +1,7 @@
 /* log.c - glog-style lines to stderr and an optional file. */
 #include "log.h"
 #include "pd.h"
+#include "term.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -60,8 +61,10 @@ void pd_log(int level, const char *file, int line, const char *fmt, ...)
 
     pthread_mutex_lock(&lock);
     if (!quiet) {
-        fprintf(stderr, "%s%s\n", head, body);
-        fflush(stderr);
+        /* above the status block, when a terminal shows one */
+        char text[sizeof head + sizeof body + 1];
+        int n = snprintf(text, sizeof text, "%s%s\n", head, body);
+        pd_term_write(2, text, (size_t)PD_MIN(n, (int)sizeof text - 1));
     }
     if (logfile) fprintf(logfile, "%s%s\n", head, body);
     pthread_mutex_unlock(&lock);

@@ -7,6 +7,8 @@
 #include "supervisor.h"
 #include "../core/buf.h"
 #include "../core/pd.h"
+#include "../core/term.h"
+#include "../nn/progress.h"
 #include "../ps/proto.h"
 #include "../core/crypto.h"
 #include "../core/fs.h"
@@ -378,10 +380,12 @@ out:
 static void emit(node *n, const char *line, int is_err)
 {
     const char *host = n->h->host;
-    if (line[0] == '[') printf("[%s %s\n", host, line + 1);
-    else if (is_err) fprintf(stdout, "[%s] %s\n", host, line);
-    else printf("[%s] %s\n", host, line);
+    char buf[PD_LINE_MAX + 256];
+    int k = line[0] == '[' ? snprintf(buf, sizeof buf, "[%s %s\n", host, line + 1)
+                           : snprintf(buf, sizeof buf, "[%s] %s\n", host, line);
+    (void)is_err;
     fflush(stdout);
+    pd_term_write(1, buf, (size_t)PD_MIN(k, (int)sizeof buf - 1)); /* above the status block */
 }
 
 /* Copy node 0's output/pass-N back when trainer 0 saved it. */
@@ -648,11 +652,24 @@ static void finish(deploy *d, node *nodes, int nn, double t0)
                pd_now() - t0, nn, nn > 1 ? "s" : "", nodes[t0node].h->host, nodes[t0node].job, r->save_dir);
 }
 
+/* The job's progress: every role of the plan, starting. */
+static void start_progress(pd_progress *board, const pd_recipe *r, const pd_plan *plan)
+{
+    char title[160], name[48];
+    snprintf(title, sizeof title, "paddle run %s", r->path);
+    pd_progress_init(board, title, r->passes, 1);
+    for (int i = 0; i < plan->nroles; i++) {
+        snprintf(name, sizeof name, "%s %d", pd_role_name(plan->roles[i].kind), plan->roles[i].id);
+        pd_progress_state(board, name, r->hosts[plan->roles[i].host].host, PD_ST_STARTING);
+    }
+}
+
 /* Deploy, then supervise the agents: Ctrl+C, a failed node and the end are
  * the supervisor's (pd_sup_run), as in local mode. */
 int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
 {
     deploy d_, *d = &d_;
+    pd_progress board = {0};
     memset(d, 0, sizeof *d);
     d->r = r;
     d->o = o;
@@ -709,10 +726,14 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
         goto out;
     }
+    start_progress(&board, r, &plan);
+    pd_sup_set_progress(sup, &board);
     /* a restart (PD_SUP_RESTART): every node again, in the same job
      * directory, its roles from the last checkpoint */
     while (deploy_all(d, nodes, nn, sup, t0) == 0) {
-        if ((status = pd_sup_run(sup)) == 0) finish(d, nodes, nn, t0);
+        if ((status = pd_sup_run(sup)) != PD_SUP_RESTART)
+            pd_progress_end(&board, !board.live ? NULL : status == 0 ? "job done" : status == 130 ? "stopped" : "failed");
+        if (status == 0) finish(d, nodes, nn, t0);
         if (status != PD_SUP_RESTART) break;
         status = 1;
         pd_sup_clear(sup);
@@ -720,6 +741,8 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
         d->reconnect_until = pd_now() + RECONNECT_WAIT;
     }
 out:
+    pd_progress_end(&board, NULL);
+    pd_progress_free(&board);
     pd_sup_free(sup); /* closes the channels, before their sessions */
     for (int i = 0; i < nn; i++) {
         if (nodes[i].chan) pd_ssh_close_chan(nodes[i].chan, NULL, NULL);

@@ -30,12 +30,15 @@
 #include "../core/crypto.h"
 #include "../core/fs.h"
 #include "../ps/http.h"
+#include "../core/term.h"
+#include "../nn/progress.h"
 #include "../ps/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,12 +98,26 @@ struct pd_sup {
     int restarts, nrestarts;  /* restarts allowed (job.restarts), done */
     double hb_timeout;        /* launcher: a node silent this long is dead (0: never) */
     double hb_period, next_hb; /* node agent: heartbeat every hb_period seconds (0: none) */
+    pd_progress *board;       /* the job's progress (nn/progress.h), or NULL (a node's agent) */
     struct sigaction saved[5];
     pd_jobstats *stats;       /* /metrics (settings.metrics_port), or NULL */
     pd_http http;
 };
 
 /* --- lines ----------------------------------------------------------------- */
+
+/* A message on stderr, above the status block when a terminal shows one. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    char buf[PD_LINE_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof buf - 1) n = (int)sizeof buf - 1;
+    if (n > 0) pd_term_write(2, buf, (size_t)n);
+}
 
 void pd_lines_feed(pd_lines *l, const char *buf, size_t n, pd_line_fn fn, void *ctx)
 {
@@ -167,6 +184,11 @@ void pd_sup_set_restarts(pd_sup *s, int restarts)
     s->restarts = restarts > 0 ? restarts : 0;
 }
 
+void pd_sup_set_progress(pd_sup *s, pd_progress *board)
+{
+    s->board = board;
+}
+
 void pd_sup_set_heartbeat(pd_sup *s, double timeout)
 {
     s->hb_timeout = timeout > 0 ? timeout : 0;
@@ -231,19 +253,39 @@ static void add_tail(member *m, const char *line)
     if (m->ntail < TAIL_LINES) m->ntail++;
 }
 
-/* A role's line: "[pserver 0] text" on stdout and in its log; kept for the tail. */
+/* A role's line: "[pserver 0] text" on stdout and in its log; kept for the
+ * tail. A trainer's progress line (PD_PROGRESS) goes to the job's progress
+ * (local) or to the launcher (on a node), never to the screen or the log. */
 static void role_line(void *ctx, char *line)
 {
     line_ctx *c = ctx;
     char buf[PD_LINE_MAX + 128];
+    int progress = !strncmp(line, PD_PROGRESS, strlen(PD_PROGRESS));
+    if (progress && c->s->upstream_fd < 0) {
+        if (c->s->board) pd_progress_line(c->s->board, c->m->name, "localhost", line);
+        return;
+    }
     int n = snprintf(buf, sizeof buf, "[%s] %s\n", c->m->name, line);
     if (n > (int)sizeof buf - 1) n = (int)sizeof buf - 1;
-    if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n) {}
     fflush(stdout);
+    pd_term_write(1, buf, (size_t)n);
+    if (progress) return;
     int fd = c->m->role == PD_ROLE_PSERVER ? c->s->log_server : c->s->log_train;
     if (fd >= 0 && write(fd, buf, (size_t)n) < 0) {}
     add_tail(c->m, line);
     if (c->s->stats) pd_jobstats_line(c->s->stats, c->m->role, c->m->id, line);
+    if (c->s->board) pd_progress_line(c->s->board, c->m->name, "localhost", line);
+}
+
+/* The launcher: a node's "[trainer 0] text" line to the job's progress.
+ * Returns 1 for a progress line (not to be shown). */
+static int node_progress(pd_sup *s, member *m, const char *line)
+{
+    const char *e = line[0] == '[' ? strchr(line, ']') : NULL;
+    if (!s->board || !e || e - line > 40 || e[1] != ' ') return 0;
+    char name[48];
+    snprintf(name, sizeof name, "%.*s", (int)(e - line - 1), line + 1);
+    return pd_progress_line(s->board, name, m->name, e + 2);
 }
 
 /* A node agent's line: its heartbeat and its report of the role that failed
@@ -254,9 +296,16 @@ static void node_line(void *ctx, char *line)
     if (!c->is_err && !strncmp(line, CTL, strlen(CTL))) {
         const char *what = line + strlen(CTL);
         if (!strncmp(what, "failed ", 7) && !c->m->cause) c->m->cause = pd_xstrdup(what + 7);
+        const char *tab = strchr(what, '\t');
+        if (!strncmp(what, "failed ", 7) && tab && c->s->board && tab - what < 48) {
+            char name[48];
+            snprintf(name, sizeof name, "%.*s", (int)(tab - what - 7), what + 7);
+            pd_progress_state(c->s->board, name, c->m->name, PD_ST_FAILED);
+        }
         return;
     }
     if (c->s->stats) pd_jobstats_node_line(c->s->stats, line);
+    if (!c->is_err && node_progress(c->s, c->m, line)) return;
     c->m->on_line(c->m->ctx, line, c->is_err);
 }
 
@@ -331,16 +380,25 @@ int pd_sup_add_node(pd_sup *s, const char *host, pd_ssh *ssh, pd_ssh_chan *chan,
 
 /* --- ends ---------------------------------------------------------------------- */
 
+static int ended_well(const member *m);
+
+/* Role m exited with status: its state on the board. */
+static void exited(pd_sup *s, member *m, int status)
+{
+    m->exited = 1;
+    m->status = status;
+    if (s->board)
+        pd_progress_state(s->board, m->name, "localhost",
+                          ended_well(m) ? PD_ST_DONE : m->killed ? PD_ST_STOPPED : PD_ST_FAILED);
+}
+
 static void reap(pd_sup *s)
 {
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
         for (int i = 0; i < s->n; i++)
-            if (s->m[i].kind == M_ROLE && s->m[i].pid == pid) {
-                s->m[i].exited = 1;
-                s->m[i].status = status;
-            }
+            if (s->m[i].kind == M_ROLE && s->m[i].pid == pid) exited(s, &s->m[i], status);
 }
 
 /* Ended: the process exited and its output is read, or the channel closed. */
@@ -366,10 +424,10 @@ static void describe(const member *m, char *buf, size_t len)
 static void print_tail(const member *m)
 {
     if (m->ntail == 0) return;
-    fprintf(stderr, "paddle: last lines of %s:\n", m->name);
+    say("paddle: last lines of %s:\n", m->name);
     for (int i = 0; i < m->ntail; i++) {
         int k = (m->tail_pos - m->ntail + i + TAIL_LINES) % TAIL_LINES;
-        fprintf(stderr, "    %s\n", m->tail[k]);
+        say("    %s\n", m->tail[k]);
     }
 }
 
@@ -380,17 +438,17 @@ static void say_failed(const pd_sup *s, const member *m, const char *next)
 {
     if (m->kind == M_NODE) {
         const char *tab = m->cause ? strchr(m->cause, '\t') : NULL;
-        if (m->lost) fprintf(stderr, "paddle: %s; %s\n", m->lost, next);
+        if (m->lost) say("paddle: %s; %s\n", m->lost, next);
         else if (tab)
-            fprintf(stderr, "paddle: %.*s on %s %s; %s\n", (int)(tab - m->cause), m->cause, m->name, tab + 1, next);
+            say("paddle: %.*s on %s %s; %s\n", (int)(tab - m->cause), m->cause, m->name, tab + 1, next);
         else
-            fprintf(stderr, "paddle: the node agent on %s %s; %s\n", m->name,
+            say("paddle: the node agent on %s %s; %s\n", m->name,
                     m->exit_signal ? "was killed" : "failed (see the lines above for the role)", next);
         return;
     }
     char how[96];
     describe(m, how, sizeof how);
-    fprintf(stderr, "paddle: %s %s; %s\n", m->name, how, next);
+    say("paddle: %s %s; %s\n", m->name, how, next);
     print_tail(m);
     if (s->upstream_fd >= 0) {
         printf(CTL "failed %s\t%s\n", m->name, how);
@@ -406,7 +464,7 @@ static void report(const pd_sup *s)
         if (m->kind != M_ROLE || m->pid <= 0) continue;
         char how[96];
         describe(m, how, sizeof how);
-        fprintf(stderr, "paddle:   %-12s %s%s\n", m->name, how, m->killed ? " (stopped by the launcher)" : "");
+        say("paddle:   %-12s %s%s\n", m->name, how, m->killed ? " (stopped by the launcher)" : "");
     }
 }
 
@@ -476,6 +534,7 @@ static int pump(pd_sup *s, double deadline, int until)
         }
         if (until == UNTIL_ALL_ENDED ? running == 0 : unhandled > 0) break;
         heartbeats(s);
+        if (s->board) pd_progress_show(s->board);
         double left = deadline - pd_now();
         if (left <= 0) break;
         int n = 0, up = -1, web = -1;
@@ -496,7 +555,8 @@ static int pump(pd_sup *s, double deadline, int until)
             else continue;
             who[n++] = i;
         }
-        int r = poll(p, (nfds_t)n, (int)(PD_MIN(left, POLL_PERIOD) * 1000) + 1);
+        double period = s->board && s->board->live ? PD_TERM_PERIOD : POLL_PERIOD;
+        int r = poll(p, (nfds_t)n, (int)(PD_MIN(left, period) * 1000) + 1);
         if (r < 0 && errno != EINTR) break;
         if (s->stats) pd_http_serve(&s->http);
         if (r <= 0) continue;
@@ -536,7 +596,7 @@ void pd_sup_stop_all(pd_sup *s)
     for (int i = 0; i < s->n; i++) {
         member *m = &s->m[i];
         if (m->kind == M_ROLE && m->pid > 0 && !m->exited) {
-            fprintf(stderr, "paddle: %s did not stop within %.0f s: killing it\n", m->name, PD_STOP_GRACE);
+            say("paddle: %s did not stop within %.0f s: killing it\n", m->name, PD_STOP_GRACE);
             kill(-m->pid, SIGKILL);
         }
     }
@@ -544,16 +604,13 @@ void pd_sup_stop_all(pd_sup *s)
     for (int i = 0; i < s->n; i++) {
         member *m = &s->m[i];
         if (m->kind == M_NODE && m->chan) {
-            fprintf(stderr, "paddle: %s did not stop within %.0f s; closing its connection\n", m->name,
+            say("paddle: %s did not stop within %.0f s; closing its connection\n", m->name,
                     PD_STOP_GRACE + PD_KILL_WAIT);
             pd_ssh_close_chan(m->chan, &m->status, &m->exit_signal);
             m->chan = NULL;
         }
         int st;
-        if (m->kind == M_ROLE && m->pid > 0 && !m->exited && waitpid(m->pid, &st, 0) == m->pid) {
-            m->exited = 1;
-            m->status = st;
-        }
+        if (m->kind == M_ROLE && m->pid > 0 && !m->exited && waitpid(m->pid, &st, 0) == m->pid) exited(s, m, st);
     }
 }
 
@@ -563,9 +620,10 @@ void pd_sup_stop_all(pd_sup *s)
 static int stop_job(pd_sup *s, int sig)
 {
     if (sig)
-        fprintf(stderr, "paddle: %s: stopping every role%s\n",
+        say("paddle: %s: stopping every role%s\n",
                 sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig),
                 s->nnodes ? " on every node" : "");
+    if (s->board) pd_progress_all(s->board, PD_ST_STOPPING, 0);
     pd_sup_stop_all(s);
     report(s);
     return sig ? 130 : 1;
@@ -582,11 +640,12 @@ static int restart_job(pd_sup *s, member *m)
     say_failed(s, m, next);
     pd_sup_stop_all(s);
     for (int i = 0; i < s->n; i++) s->m[i].handled = 1;
+    if (s->board) pd_progress_all(s->board, PD_ST_RESTARTING, 1);
     double delay = BACKOFF_FIRST;
     for (int k = 1; k < s->nrestarts && delay < BACKOFF_MAX; k++) delay *= 2;
     int sig = pump(s, pd_now() + PD_MIN(delay, BACKOFF_MAX), UNTIL_EVENT);
     if (sig) {
-        fprintf(stderr, "paddle: %s: not restarting the job\n",
+        say("paddle: %s: not restarting the job\n",
                 sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig));
         return 130;
     }
@@ -714,6 +773,7 @@ static char **role_argv(const char *exe, const pd_recipe *r, const pd_agent_opts
         else if (o->bind) a[n++] = pd_xasprintf("--bind=%s", o->bind);
     } else {
         a[n++] = pd_xasprintf("--trainer_id=%d", m->id);
+        a[n++] = pd_xstrdup("--status_lines"); /* progress lines, consumed by role_line() */
         if (m->id == 0 && o->init_model) a[n++] = pd_xasprintf("--init_model=%s", o->init_model);
     }
     a[n] = NULL;
@@ -749,7 +809,7 @@ static int spawn(member *m, char **argv, const uint8_t *secret)
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0) dup2(devnull, 0);
         execv(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        say("cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid);
@@ -772,10 +832,11 @@ static int start_role(pd_sup *s, int i, const char *exe, const pd_recipe *r, con
                       const char *endpoints, const uint8_t *secret)
 {
     char **argv = role_argv(exe, r, o, &s->m[i], endpoints, o->resume || s->nrestarts > 0);
+    if (s->board) pd_progress_state(s->board, s->m[i].name, "localhost", PD_ST_STARTING);
     int rc = spawn(&s->m[i], argv, secret);
     for (int k = 0; argv[k]; k++) free(argv[k]);
     free(argv);
-    if (rc < 0) fprintf(stderr, "paddle: cannot start %s: %s\n", s->m[i].name, pd_err_msg());
+    if (rc < 0) say("paddle: cannot start %s: %s\n", s->m[i].name, pd_err_msg());
     return rc;
 }
 
@@ -804,13 +865,13 @@ static int wait_ready(pd_sup *s, member *m, double deadline, int *sig)
             reap(s);
             char how[96];
             describe(m, how, sizeof how);
-            fprintf(stderr, "paddle: %s %s before it listened\n", m->name, how);
+            say("paddle: %s %s before it listened\n", m->name, how);
             print_tail(m);
             return 1;
         }
         if ((*sig = pump(s, pd_now() + 0.01, UNTIL_EVENT)) != 0) return 1;
         if (pd_now() > deadline) {
-            fprintf(stderr, "paddle: %s did not start listening within %.0f s\n", m->name, READY_TIMEOUT);
+            say("paddle: %s did not start listening within %.0f s\n", m->name, READY_TIMEOUT);
             print_tail(m);
             return 1;
         }
@@ -857,7 +918,7 @@ static int finish(pd_sup *s)
         if (m->role == PD_ROLE_PSERVER && !m->killed && !ended_well(m)) {
             char how[96];
             describe(m, how, sizeof how);
-            fprintf(stderr, "paddle: %s %s after the trainers finished\n", m->name, how);
+            say("paddle: %s %s after the trainers finished\n", m->name, how);
             status = 1;
         }
     }
@@ -867,7 +928,7 @@ static int finish(pd_sup *s)
 static int open_log(const char *path)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) fprintf(stderr, "paddle: cannot write %s: %s\n", path, strerror(errno));
+    if (fd < 0) say("paddle: cannot write %s: %s\n", path, strerror(errno));
     return fd;
 }
 
@@ -893,11 +954,20 @@ static void add_roles(pd_sup *s, const pd_agent_opts *o)
         }
 }
 
+/* The end of a local job's progress: the block erased, its last state said. */
+static void end_progress(pd_progress *board, int status)
+{
+    if (!board) return;
+    pd_progress_end(board, !board->live ? NULL : status == 0 ? "job done" : status == 130 ? "stopped" : "failed");
+    pd_progress_free(board);
+}
+
 int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
 {
     int local = o->upstream_fd < 0, status = 1;
     double t0 = pd_now();
     uint8_t secret[PD_SECRET];
+    pd_progress board;
     if (r->pservers < 1) {
         fprintf(stderr, "paddle: %s: a job needs at least one pserver (job.pservers); "
                         "use 'paddle train' for training without pservers\n", r->path);
@@ -926,6 +996,10 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
             fprintf(stderr, "paddle: %s\n", pd_err_msg());
             goto out;
         }
+        char title[160];
+        snprintf(title, sizeof title, "paddle run %s", r->path);
+        pd_progress_init(&board, title, r->passes, 1);
+        s->board = &board;
     } else {
         s->hb_period = PD_MAX(0.5, PD_MIN(5.0, r->heartbeat_timeout / 4));
     }
@@ -936,11 +1010,14 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
     } while ((status = pd_sup_run(s)) == PD_SUP_RESTART);
     if (status != 0) goto out;
     status = finish(s);
+    end_progress(s->board, status);
+    s->board = NULL;
     if (local)
         printf("paddle: job done in %.1f s: %d trainer%s finished, %d pserver%s stopped; model in %s/\n",
                pd_now() - t0, r->trainers, r->trainers > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "",
                r->save_dir);
 out:
+    if (s) end_progress(s->board, status);
     pd_sup_free(s);
     free(exe);
     return status;

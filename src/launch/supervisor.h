@@ -80,6 +80,10 @@ void pd_sup_set_heartbeat(pd_sup *s, double timeout);
  * while the supervisor lives, from the trainers' lines it reads; 0 when
  * metrics_port is 0. 0 or PD_EIO (message set). */
 int pd_sup_serve_metrics(pd_sup *s, const pd_recipe *r, const char *bind);
+/* Show the job's progress on board (the launcher's; not owned): every line
+ * of the roles goes to it, and their states. */
+struct pd_progress;
+void pd_sup_set_progress(pd_sup *s, struct pd_progress *board);
 /* Forget every member, each of them ended; restarts done are kept. */
 void pd_sup_clear(pd_sup *s);
 /* The last signal that ends a job (SIGINT, SIGTERM, SIGHUP) that arrived, or

@@ -4,6 +4,7 @@
 #include "curves.h"
 #include "keep.h"
 #include "npy.h"
+#include "progress.h"
 #include "../core/fs.h"
 #include "../core/log.h"
 #include "../core/pd.h"
@@ -95,6 +96,9 @@ static int test_text(pd_net *net, pd_reader *test, double *test_cost, double *tm
     return 0;
 }
 
+/* The status block of this process's training (paddle train on a terminal). */
+static pd_progress *board;
+
 /* Whether pass is saved (keep NULL: every pass), and early stopping's word. */
 static int keep_pass(pd_keep *keep, int pass, double test_cost, const double *tm)
 {
@@ -114,8 +118,11 @@ int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass,
     char ttext[320] = "";
     int rc = test ? test_text(net, test, &test_cost, tm, ttext, sizeof ttext) : 0;
     if (rc == 0) {
-        PD_INFO("pass %d done: %ld samples in %.2f s (%.0f samples/s), train cost %.6g%s", pass, samples, secs,
-                samples / secs, samples ? sum / samples : NAN, ttext);
+        char msg[512];
+        snprintf(msg, sizeof msg, "pass %d done: %ld samples in %.2f s (%.0f samples/s), train cost %.6g%s", pass,
+                 samples, secs, samples / secs, samples ? sum / samples : NAN, ttext);
+        PD_INFO("%s", msg);
+        if (board) pd_progress_line(board, "trainer", "localhost", msg);
         if (save) save = keep_pass(keep, pass, test ? test_cost : NAN, tm);
     }
     for (int i = 0; tested && i <= r->nmetrics; i++) tested[i] = !test || rc < 0 ? NAN : i ? tm[i - 1] : test_cost;
@@ -138,7 +145,7 @@ typedef struct pass_state {
     double t0, sum, period_sum;
     long samples, period_n;
     double last_progress;
-    int tty, shown;
+    int of;                 /* batches of the previous pass (0: not known) */
     pd_curves *curves;      /* SAVE_DIR/curves.svg, or NULL */
 } pass_state;
 
@@ -183,23 +190,34 @@ static int check_line(pd_driver *d)
     return pd_open_reader(&d->test, d->r, PD_PART_TEST, 0, 1, d->r->batch_size);
 }
 
-/* After a batch: the progress line on a terminal, the log line every
- * log_period batches, the check line at step 10. */
+/* The display after a batch: the PD_PROGRESS line for the launcher
+ * (status_lines) or the status block of `paddle train`, a few times a second. */
+static void show_progress(pd_driver *d, pass_state *s)
+{
+    double now = pd_now();
+    if (now - s->last_progress < 0.25) return;
+    s->last_progress = now;
+    if (d->status_lines) {
+        char buf[256];
+        int n = pd_progress_format(buf, sizeof buf, s->pass, s->batch, s->of, s->samples, now - s->t0,
+                                   s->sum / s->samples);
+        fflush(stdout);
+        if (write(1, buf, (size_t)PD_MIN(n, (int)sizeof buf - 1)) < 0) {}
+    } else if (board) {
+        char buf[256];
+        pd_progress_format(buf, sizeof buf, s->pass, s->batch, s->of, s->samples, now - s->t0, s->sum / s->samples);
+        pd_progress_line(board, "trainer", "localhost", buf);
+        pd_progress_show(board);
+    }
+}
+
+/* After a batch: the progress, the log line every log_period batches, the
+ * check line at step 10. */
 static int after_batch(pd_driver *d, pass_state *s)
 {
     const pd_recipe *r = d->r;
-    if (s->tty && pd_now() - s->last_progress > 0.5) {
-        /* rewritten in place */
-        fprintf(stderr, "\rpass %d  batch %d  cost %.5g  %.0f samples/s\033[K", s->pass, s->batch,
-                s->sum / s->samples, s->samples / (pd_now() - s->t0));
-        s->last_progress = pd_now();
-        s->shown = 1;
-    }
+    show_progress(d, s);
     if (s->batch % r->log_period == 0) {
-        if (s->shown) {
-            fprintf(stderr, "\r\033[K");
-            s->shown = 0;
-        }
         PD_INFO("pass %d, batch %d, cost %.6g, %.0f samples/s", s->pass, s->batch, s->period_sum / s->period_n,
                 s->samples / (pd_now() - s->t0));
         if (s->curves) pd_curves_train(s->curves, d->step0 + d->steps, s->period_sum / s->period_n);
@@ -232,10 +250,6 @@ static int run_pass(pd_driver *d, pass_state *s)
     if (rc >= 0 && d->r->max_batches && s->batch >= d->r->max_batches) {
         /* drain the rest of the pass */
         while ((rc = pd_reader_next(d->train, &b)) == 1) pd_reader_release(d->train, b);
-    }
-    if (s->shown) {
-        fprintf(stderr, "\r\033[K");
-        s->shown = 0;
     }
     return rc;
 }
@@ -283,10 +297,31 @@ static int early_stop(pd_driver *d, pd_keep *keep, int pass)
     return stop;
 }
 
+/* The passes, from start_pass on. */
+static int passes(pd_driver *d, pd_keep *keep, pd_curves *curves)
+{
+    int rc = 0, of = 0;
+    double last_progress = pd_now();
+    for (int pass = d->start_pass; pass < d->r->passes && rc == 0; pass++) {
+        pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .of = of,
+                        .skip = pass == d->start_pass ? d->start_batch : 0, .curves = d->save ? curves : NULL};
+        if ((rc = run_pass(d, &s)) < 0) break;
+        if (d->stop && *d->stop) rc = pd_err_set(PD_EINTR, "interrupted");
+        else rc = end_pass(d, &s, keep);
+        last_progress = s.last_progress;
+        of = s.batch;
+        if (board) pd_progress_show(board);
+        if (rc == 0 && (rc = early_stop(d, keep, pass)) != 0) {
+            if (rc > 0) rc = 0;
+            break;
+        }
+    }
+    return rc;
+}
+
 int pd_drive(pd_driver *d)
 {
-    int rc = 0, tty = isatty(2);
-    double last_progress = pd_now();
+    pd_progress p;
     /* a signal stops training even while it waits on the reader */
     pd_reader_set_stop(d->train, d->stop);
     pd_keep keep;
@@ -295,18 +330,21 @@ int pd_drive(pd_driver *d)
     pd_curves_init(&curves, d->r);
     /* resumed: the run so far, as the last life drew it up to the checkpoint */
     if (d->save && (d->start_pass || d->start_batch)) pd_curves_load(&curves, d->r->save_dir, d->step0);
-    for (int pass = d->start_pass; pass < d->r->passes && rc == 0; pass++) {
-        pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .tty = tty,
-                        .skip = pass == d->start_pass ? d->start_batch : 0, .curves = d->save ? &curves : NULL};
-        if ((rc = run_pass(d, &s)) < 0) break;
-        if (d->stop && *d->stop) rc = pd_err_set(PD_EINTR, "interrupted");
-        else rc = end_pass(d, &s, &keep);
-        last_progress = s.last_progress;
-        if (rc == 0 && (rc = early_stop(d, &keep, pass)) != 0) {
-            if (rc > 0) rc = 0;
-            break;
-        }
+    if (!d->status_lines) {
+        char title[160];
+        snprintf(title, sizeof title, "%s %s", d->early_stop ? "paddle train" : "paddle trainer", d->r->path);
+        pd_progress_init(&p, title, d->r->passes, 0);
+        pd_progress_state(&p, "trainer", "localhost", PD_ST_TRAINING);
+        board = p.live ? &p : NULL;
     }
+    int rc = passes(d, &keep, &curves);
+    if (board) {
+        pd_progress_state(&p, "trainer", "localhost",
+                          rc == 0 ? PD_ST_DONE : rc == PD_EINTR ? PD_ST_STOPPED : PD_ST_FAILED);
+        pd_progress_end(&p, rc == 0 ? "trained" : rc == PD_EINTR ? "interrupted" : "failed");
+        board = NULL;
+    }
+    if (!d->status_lines) pd_progress_free(&p);
     pd_keep_free(&keep);
     pd_curves_free(&curves);
     return rc;

@@ -44,6 +44,8 @@ typedef struct pd_driver {
     int save;               /* evaluate test and save the model after each pass */
     int early_stop;         /* end training when settings.early_stop says so */
     volatile int *stop;     /* set by a signal handler: stop cleanly */
+    int status_lines;       /* write PD_PROGRESS lines on stdout for the launcher
+                             * (else: the status block on a terminal) */
     const pd_step_ops *ops;
     void *ctx;
     long steps;             /* out: steps done */

@@ -112,6 +112,7 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
     if ((rc = pd_client_init(&cl, net)) < 0) goto out;
     ps_step ctx = {.cl = &cl, .r = r, .o = o, .sync = !r->mode || strcmp(r->mode, "async") != 0};
     pd_driver d = {.r = r, .net = net, .train = *train, .test = *test, .save = o->id == 0, .stop = o->stop,
+                   .status_lines = o->status_lines,
                    .ops = &ps_ops, .ctx = &ctx};
     ctx.d = &d;
     rc = resume_at(r, o, &cl, &d);

@@ -17,6 +17,7 @@ typedef struct pd_trainer_opts {
     const char *init_model;     /* trainer 0: start from this model */
     int resume;                 /* --resume: say so when there is nothing to resume */
     volatile int *stop;
+    int status_lines;           /* --status_lines: progress lines for the launcher (nn/progress.h) */
 } pd_trainer_opts;
 
 int pd_trainer_run(const pd_recipe *r, const pd_trainer_opts *o);

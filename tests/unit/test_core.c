@@ -1,9 +1,12 @@
-/* test_core.c - errors, rng, batches. */
+/* test_core.c - errors, rng, batches, the progress board. */
 #include "test.h"
 #include "../../src/core/pd.h"
 #include "../../src/data/batch.h"
 #include "../../src/nn/net.h"
 #include "../../src/core/rng.h"
+#include "../../src/nn/progress.h"
+
+#include <string.h>
 
 PD_TEST(err_wrap_keeps_context)
 {
@@ -48,4 +51,40 @@ PD_TEST(batch_append_copies_every_slot_kind)
     CHECK_EQ_INT(b.slots[2].ids[1], 3);
     pd_batch_free(&a);
     pd_batch_free(&b);
+}
+
+/* The progress board reads what the roles print: states, the pass line,
+ * a trainer's progress line (consumed); durations as people read them. */
+PD_TEST(progress_reads_role_lines)
+{
+    pd_progress p;
+    pd_progress_init(&p, "paddle run t.lua", 10, 0);
+    pd_progress_state(&p, "pserver 0", "h1", PD_ST_STARTING);
+    CHECK_EQ_INT(pd_progress_line(&p, "pserver 0", "h1", "I1122 10:00:00.1 7 server.c:1] Server listening on x:1"), 0);
+    CHECK_EQ_INT(pd_progress_role(&p, "pserver 0", "h1")->state, PD_ST_SERVING);
+    pd_progress_line(&p, "trainer 0", "h2", "I1 2 3 trainer.c:98] trainer 0 of 2: connecting to 2 pservers");
+    CHECK_EQ_INT(pd_progress_role(&p, "trainer 0", "h2")->state, PD_ST_WAITING);
+    char buf[256];
+    pd_progress_format(buf, sizeof buf, 3, 5, 10, 100, 0.5, 2.25);
+    buf[strlen(buf) - 1] = '\0';
+    CHECK_EQ_INT(pd_progress_line(&p, "trainer 0", "h2", buf), 1);
+    pd_prog_role *r = pd_progress_role(&p, "trainer 0", "h2");
+    CHECK_EQ_INT(r->state, PD_ST_TRAINING);
+    CHECK_EQ_INT(r->pass, 3);
+    CHECK_EQ_INT(r->batches, 10);
+    CHECK_NEAR(r->rate, 200, 1e-9);
+    pd_progress_line(&p, "trainer 0", "h2", "I1 2 3 driver.c:1] pass 3 done: 202 samples in 0.01 s (20200 samples/s), "
+                                            "train cost 12.5, test cost 9.5, auc 0.75");
+    CHECK_EQ_INT(p.pass_done, 3);
+    CHECK_NEAR(p.train_cost, 12.5, 1e-12);
+    CHECK_STR_EQ(p.test, "test cost 9.5, auc 0.75");
+    CHECK_NEAR(r->rate, 20200, 1e-9);
+    CHECK_EQ_INT(pd_progress_role(&p, "trainer 0", "h2")->pass, 4);
+    pd_progress_line(&p, "trainer 0", "h2", "I1 2 3 trainer.c:118] trainer 0 finished: 33 steps, 0.0 MB sent");
+    CHECK_EQ_INT(r->state, PD_ST_DONE);
+    pd_progress_duration(3725, buf, sizeof buf);
+    CHECK_STR_EQ(buf, "1h02m");
+    pd_progress_duration(185, buf, sizeof buf);
+    CHECK_STR_EQ(buf, "3m05s");
+    pd_progress_free(&p);
 }
