@@ -51,4 +51,4 @@ end
 
 optimizer = nn.adam { learning_rate = 0.001 }
 
-settings { batch_size = 512, passes = 3, mode = "async", log_period = 500 }
+settings { batch_size = 512, passes = 20, early_stop = 2, early_stop_metric = "auc", keep_models = 2, mode = "async", log_period = 500 }
