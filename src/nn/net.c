@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-void pd_init_fill(const pd_init *init, float *w, int rows, int cols, uint64_t *rng)
+/* n values of w; fan: fan in + fan out, for xavier */
+static void init_values(const pd_init *init, float *w, size_t n, double fan, uint64_t *rng)
 {
-    size_t n = (size_t)rows * cols;
     if (strcmp(init->kind, "zero") == 0) {
         memset(w, 0, n * sizeof *w);
     } else if (strcmp(init->kind, "constant") == 0) {
@@ -34,9 +34,14 @@ void pd_init_fill(const pd_init *init, float *w, int rows, int cols, uint64_t *r
             w[i] = (float)(mean + std * sqrt(-2 * log(u1)) * cos(2 * M_PI * u2));
         }
     } else { /* xavier: uniform in +-sqrt(6 / (fan_in + fan_out)) */
-        double lim = sqrt(6.0 / ((double)rows + cols));
+        double lim = sqrt(6.0 / fan);
         for (size_t i = 0; i < n; i++) w[i] = (float)(lim * (2 * pd_rng_uniform(rng) - 1));
     }
+}
+
+void pd_init_fill(const pd_init *init, float *w, int rows, int cols, uint64_t *rng)
+{
+    init_values(init, w, (size_t)rows * cols, (double)rows + cols, rng);
 }
 
 void pd_init_row(const pd_init *init, const char *table, uint64_t seed, uint64_t id, float *w, int cols)
@@ -44,8 +49,8 @@ void pd_init_row(const pd_init *init, const char *table, uint64_t seed, uint64_t
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a of the table's name */
     for (const char *c = table; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
     uint64_t rng = pd_hash_id(id ^ pd_hash_id(h ^ pd_hash_id(seed)));
-    /* xavier over a table without rows: fan in = fan out = cols */
-    pd_init_fill(init, w, strcmp(init->kind, "xavier") == 0 ? cols : 1, cols, &rng);
+    /* one row; xavier over a table without rows: fan in = fan out = cols */
+    init_values(init, w, (size_t)cols, 2.0 * cols, &rng);
 }
 
 int pd_act_from_name(const char *name)

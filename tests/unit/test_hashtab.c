@@ -5,6 +5,7 @@
 #include "test.h"
 #include "../../src/core/pd.h"
 #include "../../src/nn/hashtab.h"
+#include "../../src/nn/net.h"
 #include "../../src/ps/hashshard.h"
 
 #include <unistd.h>
@@ -107,6 +108,28 @@ static void run(pd_hashtab_limits lim, uint64_t seed, int ops)
 PD_TEST(hashtab_matches_reference)
 {
     for (uint64_t s = 1; s <= 5; s++) run((pd_hashtab_limits){0, 0, 0}, s, 20000);
+}
+
+/* A new row's initial value fills that one row and nothing beyond it (a
+ * xavier init once wrote cols x cols values), is the same for the same id,
+ * and xavier stays within +-sqrt(6 / (2 cols)). */
+PD_TEST(hashtab_init_row_writes_one_row)
+{
+    static const char *kinds[] = {"xavier", "uniform", "normal", "zero", "constant"};
+    for (int k = 0; k < (int)PD_COUNT(kinds); k++) {
+        pd_init init;
+        memset(&init, 0, sizeof init);
+        snprintf(init.kind, sizeof init.kind, "%s", kinds[k]);
+        init.a = 0.5;
+        float w[16 + 8], again[16];
+        for (int i = 0; i < 24; i++) w[i] = 12345.f;
+        pd_init_row(&init, "emb", 7, 42, w, 16);
+        for (int i = 16; i < 24; i++) CHECK_NEAR(w[i], 12345.f, 0);
+        pd_init_row(&init, "emb", 7, 42, again, 16);
+        for (int i = 0; i < 16; i++) CHECK_NEAR(w[i], again[i], 0);
+        if (k == 0)
+            for (int i = 0; i < 16; i++) CHECK(fabsf(w[i]) <= sqrtf(6.f / 32.f));
+    }
 }
 
 PD_TEST(hashtab_admission_min_count)
