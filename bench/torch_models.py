@@ -1,6 +1,6 @@
 """PyTorch peers of paddle's benchmark models, timed the same way.
 
-usage: torch_models.py fit_a_line HOUSING_DATA | mlp | rec | blas
+usage: torch_models.py fit_a_line HOUSING_DATA | mlp | rec | ctr | blas
 Prints one line: "<model> <samples/s>"; "blas" prints the BLAS library this
 torch process actually loaded (after a matrix product), resolved through
 the Debian alternatives symlinks, or "none". Threads: set OPENBLAS_NUM_THREADS
@@ -106,6 +106,44 @@ def rec():
     return timed(step, batches)
 
 
+class CtrDnn(torch.nn.Module):
+    """recipes/ctr_dnn.lua: 26 slots through one shared embedding of width 9
+    over 1000001 hashed ids, the 13 dense values, 3 x fc 400 ReLU, a logit."""
+    H = 1000001
+
+    def __init__(s):
+        super().__init__()
+        # sparse gradients (SparseAdam) are PyTorch's own best way for a
+        # table this size: dense Adam would update all 9M values every step
+        s.emb = torch.nn.Embedding(s.H, 9, sparse=True)
+        layers, width = [], 26 * 9 + 13
+        for _ in range(3):
+            layers += [torch.nn.Linear(width, 400), torch.nn.ReLU()]
+            width = 400
+        s.mlp = torch.nn.Sequential(*layers, torch.nn.Linear(400, 1))
+
+    def forward(s, ids, dense):
+        return s.mlp(torch.cat([s.emb(ids).view(ids.shape[0], -1), dense], 1))
+
+
+def ctr():
+    model = CtrDnn()
+    opt_sparse = torch.optim.SparseAdam(list(model.emb.parameters()), lr=0.001)
+    opt_dense = torch.optim.Adam(list(model.mlp.parameters()), lr=0.001)
+    lossf = torch.nn.BCEWithLogitsLoss()
+    B = 512
+    batches = [(torch.randint(0, CtrDnn.H, (B, 26)), torch.rand(B, 13) * 3,
+                torch.randint(0, 2, (B, 1)).float()) for _ in range(60)]
+
+    def step(ids, dense, y):
+        opt_sparse.zero_grad()
+        opt_dense.zero_grad()
+        lossf(model(ids, dense), y).backward()
+        opt_sparse.step()
+        opt_dense.step()
+    return timed(step, batches)
+
+
 def loaded_blas():
     """The BLAS shared library mapped into this process, its real path."""
     a = torch.randn(64, 64)
@@ -125,5 +163,6 @@ if __name__ == "__main__":
     if which == "blas":
         print(loaded_blas())
         sys.exit(0)
-    r = fit_a_line(sys.argv[2]) if which == "fit_a_line" else mlp() if which == "mlp" else rec()
+    r = fit_a_line(sys.argv[2]) if which == "fit_a_line" else mlp() if which == "mlp" else \
+        ctr() if which == "ctr" else rec()
     print("%s %.0f" % (which, r))
