@@ -77,9 +77,11 @@ for m in fit_a_line mlp rec; do
 done
 
 echo "== CTR-DNN (recipes/ctr_dnn.lua, batch 512, Adam; samples/s; ratio = paddle / pytorch)"
-"$paddle" gen criteo --out data/criteo-gen --rows 60000 >/dev/null 2>&1
+ctr_rows=${BENCH_CTR_ROWS:-300000}
+"$paddle" gen criteo --out data/criteo-gen --rows "$ctr_rows" >gen.out 2>&1
 cp "$root/recipes/ctr_dnn.lua" .
-ctr_train=$("$paddle" train ctr_dnn.lua --passes=3 --early_stop=0 --save_dir=oc1 2>&1 | rate)
+"$paddle" train ctr_dnn.lua --passes=3 --early_stop=0 --save_dir=oc1 >ctr_train.out 2>&1
+ctr_train=$(rate <ctr_train.out)
 ctr_run=$("$paddle" run ctr_dnn.lua --passes=3 --early_stop=0 --pservers=1 --trainers=1 --save_dir=oc2 2>&1 |
     grep '^\[trainer 0\]' | rate)
 ctr_torch=0
@@ -90,6 +92,17 @@ printf '  paddle train %s (%s per thread), pytorch (SparseAdam + Adam) %s: ratio
 printf '  paddle run 1 pserver + 1 trainer %s: ratio to paddle train %s\n' "$ctr_run" "$(ratio "$ctr_run" "$ctr_train")"
 echo "  (for context: PaddlePaddle published ~94.6 K samples/s per node for CtrDnn on Criteo, async, 16 threads"
 echo "   of a 2.0 GHz Xeon Gold 5117: ~5.9 K per thread)"
+echo "== CTR-DNN test AUC, the same data ($ctr_rows generated rows, 90% train), model, init, optimizer, batch, 3 passes"
+echo "  $(grep -o 'test AUC of the planted model: [0-9.]*' gen.out)"
+ours_auc=$(grep -o 'pass [0-9]* done.*auc [0-9.]*' ctr_train.out | awk '{print $NF}' | tr '\n' ' ')
+echo "  paddle train, test AUC per pass: $ours_auc"
+if [ $have_torch = 1 ]; then
+    theirs_auc=$($PY "$here/torch_models.py" ctr_auc data/criteo-gen/train.txt data/criteo-gen/test.txt 3 2>/dev/null |
+        awk '{print $NF}' | tr '\n' ' ')
+    echo "  pytorch, test AUC per pass:      $theirs_auc"
+    awk -v a="$ours_auc" -v b="$theirs_auc" 'BEGIN { n = split(a, x, " "); m = split(b, y, " ");
+        if (n > 0 && m > 0) printf "  last pass: paddle - pytorch = %+.4f (target: within 0.005)\n", x[n] - y[m] }'
+fi
 
 echo "== MLP against OpenBLAS sgemm"
 peak=$("$root/build/musl/sgemm_bench" 1024 | awk '{print $2}')

@@ -1,6 +1,7 @@
 """PyTorch peers of paddle's benchmark models, timed the same way.
 
 usage: torch_models.py fit_a_line HOUSING_DATA | mlp | rec | ctr | blas
+       torch_models.py ctr_auc TRAIN TEST PASSES   (test AUC after each pass)
 Prints one line: "<model> <samples/s>"; "blas" prints the BLAS library this
 torch process actually loaded (after a matrix product), resolved through
 the Debian alternatives symlinks, or "none". Threads: set OPENBLAS_NUM_THREADS
@@ -121,6 +122,13 @@ class CtrDnn(torch.nn.Module):
             layers += [torch.nn.Linear(width, 400), torch.nn.ReLU()]
             width = 400
         s.mlp = torch.nn.Sequential(*layers, torch.nn.Linear(400, 1))
+        # paddle's initialisation: xavier uniform (the table's fan: its rows
+        # and width), zero biases
+        torch.nn.init.xavier_uniform_(s.emb.weight)
+        for m in s.mlp:
+            if isinstance(m, torch.nn.Linear):
+                torch.nn.init.xavier_uniform_(m.weight)
+                torch.nn.init.zeros_(m.bias)
 
     def forward(s, ids, dense):
         return s.mlp(torch.cat([s.emb(ids).view(ids.shape[0], -1), dense], 1))
@@ -144,6 +152,68 @@ def ctr():
     return timed(step, batches)
 
 
+def criteo_features(path):
+    """A Criteo-format file as paddle's reader sees it with hash_space
+    1000001: log1p of the clipped integers (missing: 0) and each categorical
+    value's id ((column + 1) << 33 | present << 32 | value) folded by the
+    same splitmix64 finaliser into [0, H)."""
+    rows = [line.rstrip("\n").split("\t") for line in open(path)]
+    y = np.array([float(r[0]) for r in rows], dtype=np.float32).reshape(-1, 1)
+    ints = np.array([[float(v) if v else 0.0 for v in r[1:14]] for r in rows])
+    dense = np.log1p(np.maximum(ints, 0)).astype(np.float32)
+    ids = np.zeros((len(rows), 26), dtype=np.uint64)
+    for k in range(26):
+        col = np.array([int(r[14 + k], 16) if r[14 + k] else 0 for r in rows], dtype=np.uint64)
+        present = np.array([1 if r[14 + k] else 0 for r in rows], dtype=np.uint64)
+        ids[:, k] = (np.uint64(k + 1) << np.uint64(33)) | (present << np.uint64(32)) | col
+    with np.errstate(over="ignore"):
+        z = ids + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    folded = (z % np.uint64(CtrDnn.H)).astype(np.int64)
+    return torch.from_numpy(folded), torch.from_numpy(dense), torch.from_numpy(y)
+
+
+def exact_auc(score, label):
+    """Area under the ROC curve, ties counted half (ranks averaged)."""
+    order = np.argsort(score, kind="mergesort")
+    s = score[order]
+    ranks = np.empty(len(s))
+    i = 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1
+        i = j + 1
+    pos = label > 0.5
+    npos, nneg = pos.sum(), (~pos).sum()
+    return (ranks[pos].sum() - npos * (npos + 1) / 2.0) / (npos * nneg)
+
+
+def ctr_auc(train, test, passes):
+    model = CtrDnn()
+    opt_sparse = torch.optim.SparseAdam(list(model.emb.parameters()), lr=0.001)
+    opt_dense = torch.optim.Adam(list(model.mlp.parameters()), lr=0.001)
+    lossf = torch.nn.BCEWithLogitsLoss()
+    ids, dense, y = criteo_features(train)
+    tids, tdense, ty = criteo_features(test)
+    B = 512
+    for p in range(passes):
+        perm = torch.randperm(len(y))
+        for i in range(0, len(y), B):
+            b = perm[i:i + B]
+            opt_sparse.zero_grad()
+            opt_dense.zero_grad()
+            lossf(model(ids[b], dense[b]), y[b]).backward()
+            opt_sparse.step()
+            opt_dense.step()
+        with torch.no_grad():
+            score = model(tids, tdense).numpy().ravel()
+        print("pass %d test auc %.4f" % (p, exact_auc(score, ty.numpy().ravel())))
+
+
 def loaded_blas():
     """The BLAS shared library mapped into this process, its real path."""
     a = torch.randn(64, 64)
@@ -160,6 +230,9 @@ def loaded_blas():
 
 if __name__ == "__main__":
     which = sys.argv[1]
+    if which == "ctr_auc":
+        ctr_auc(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        sys.exit(0)
     if which == "blas":
         print(loaded_blas())
         sys.exit(0)
