@@ -27,7 +27,7 @@ else
 exec "$@"
 S
     chmod +x die.sh
-    run_capture timeout 90 "${MPIRUN[@]}" -np 4 ./die.sh "$PADDLE" start fit_a_line.lua --passes=100000 --save_dir=out_die
+    run_capture timeout 90 "${MPIRUN[@]}" -np 4 ./die.sh "$PADDLE" start fit_a_line.lua --passes=100000 --early_stop=0 --save_dir=out_die
     if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q 'rank 3' <<<"$out" && [ -z "$(left_running)" ]; then
         pass mpirun_rank_dies
     else
