@@ -29,7 +29,7 @@ wait_for() {
 job_pids() {
     local p
     for p in /proc/[0-9]*; do
-        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qE '^[^ ]*paddle (pserver|trainer) status_job\.lua' &&
+        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qE '^[^ ]*paddle[^ ]* (pserver|trainer) status_job\.lua' &&
             echo "${p#/proc/}"
     done
 }
