@@ -110,7 +110,10 @@ write_sources() {
 
 apt_update() {
     say "apt-get update (looking for $pkg $version)"
-    as_root apt-get update -q >&2 || die "apt-get update failed"
+    # make -j fetches several packages at once: one apt-get update at a time
+    # (apt refuses a second one while the first holds its lock)
+    as_root flock -w 600 "$cache/.lock-apt-update" apt-get update -q >&2 ||
+        die "apt-get update failed (or another one held $cache/.lock-apt-update for 10 minutes)"
 }
 
 # --- download -------------------------------------------------------------------
