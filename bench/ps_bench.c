@@ -12,6 +12,7 @@
 #include "../src/core/log.h"
 #include "../src/core/pd.h"
 #include "../src/launch/secret.h"
+#include "../src/lua/recipe.h"
 #include "../src/nn/net.h"
 #include "../src/ps/client.h"
 #include "../src/ps/server.h"

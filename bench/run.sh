@@ -6,6 +6,7 @@
 #   training speed against PyTorch (Debian's python3-torch, CPU, same threads):
 #     fit_a_line (batch 20), MLP 784-512-512-10 (batch 128), recommender (batch 256),
 #     CTR-DNN (batch 512; ids uniform over the same table in PyTorch)
+#   CTR-DNN's test AUC against PyTorch's and a logistic regression's (bench/ctr_auc.sh)
 #   the MLP's GFLOP/s as a fraction of OpenBLAS sgemm measured here, at 1024^3
 #   and at the MLP step's own shapes (its roofline)
 #   pserver push+pull bandwidth against raw loopback TCP
@@ -92,17 +93,8 @@ printf '  paddle train %s (%s per thread), pytorch (SparseAdam + Adam) %s: ratio
 printf '  paddle run 1 pserver + 1 trainer %s: ratio to paddle train %s\n' "$ctr_run" "$(ratio "$ctr_run" "$ctr_train")"
 echo "  (for context: PaddlePaddle published ~94.6 K samples/s per node for CtrDnn on Criteo, async, 16 threads"
 echo "   of a 2.0 GHz Xeon Gold 5117: ~5.9 K per thread)"
-echo "== CTR-DNN test AUC, the same data ($ctr_rows generated rows, 90% train), model, init, optimizer, batch, 3 passes"
-echo "  $(grep -o 'test AUC of the planted model: [0-9.]*' gen.out)"
-ours_auc=$(grep -o 'pass [0-9]* done.*auc [0-9.]*' ctr_train.out | awk '{print $NF}' | tr '\n' ' ')
-echo "  paddle train, test AUC per pass: $ours_auc"
-if [ $have_torch = 1 ]; then
-    theirs_auc=$($PY "$here/torch_models.py" ctr_auc data/criteo-gen/train.txt data/criteo-gen/test.txt 3 2>/dev/null |
-        awk '{print $NF}' | tr '\n' ' ')
-    echo "  pytorch, test AUC per pass:      $theirs_auc"
-    awk -v a="$ours_auc" -v b="$theirs_auc" 'BEGIN { n = split(a, x, " "); m = split(b, y, " ");
-        if (n > 0 && m > 0) printf "  last pass: paddle - pytorch = %+.4f (target: within 0.005)\n", x[n] - y[m] }'
-fi
+# test AUC: paddle run (2 x 2), paddle train, PyTorch and a logistic regression
+"$here/ctr_auc.sh" "$paddle" "$ctr_rows" 2
 
 echo "== MLP against OpenBLAS sgemm"
 peak=$("$root/build/musl/sgemm_bench" 1024 | awk '{print $2}')

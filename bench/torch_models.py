@@ -152,12 +152,8 @@ def ctr():
     return timed(step, batches)
 
 
-def criteo_features(path):
-    """A Criteo-format file as paddle's reader sees it with hash_space
-    1000001: log1p of the clipped integers (missing: 0) and each categorical
-    value's id ((column + 1) << 33 | present << 32 | value) folded by the
-    same splitmix64 finaliser into [0, H)."""
-    rows = [line.rstrip("\n").split("\t") for line in open(path)]
+def criteo_chunk(rows):
+    """(labels, log1p dense values, unfolded 64-bit ids) of parsed lines."""
     y = np.array([float(r[0]) for r in rows], dtype=np.float32).reshape(-1, 1)
     ints = np.array([[float(v) if v else 0.0 for v in r[1:14]] for r in rows])
     dense = np.log1p(np.maximum(ints, 0)).astype(np.float32)
@@ -166,6 +162,27 @@ def criteo_features(path):
         col = np.array([int(r[14 + k], 16) if r[14 + k] else 0 for r in rows], dtype=np.uint64)
         present = np.array([1 if r[14 + k] else 0 for r in rows], dtype=np.uint64)
         ids[:, k] = (np.uint64(k + 1) << np.uint64(33)) | (present << np.uint64(32)) | col
+    return y, dense, ids
+
+
+def criteo_features(path):
+    """A Criteo-format file as paddle's reader sees it with hash_space
+    1000001: log1p of the clipped integers (missing: 0) and each categorical
+    value's id ((column + 1) << 33 | present << 32 | value) folded by the
+    same splitmix64 finaliser into [0, H). Read 100,000 lines at a time
+    (millions of lines as Python lists would take many GB)."""
+    parts, rows = [], []
+    with open(path) as f:
+        for line in f:
+            rows.append(line.rstrip("\n").split("\t"))
+            if len(rows) == 100000:
+                parts.append(criteo_chunk(rows))
+                rows = []
+    if rows:
+        parts.append(criteo_chunk(rows))
+    y = np.concatenate([p[0] for p in parts])
+    dense = np.concatenate([p[1] for p in parts])
+    ids = np.concatenate([p[2] for p in parts])
     with np.errstate(over="ignore"):
         z = ids + np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -201,6 +218,7 @@ def ctr_auc(train, test, passes):
     tids, tdense, ty = criteo_features(test)
     B = 512
     for p in range(passes):
+        t0 = time.time()
         perm = torch.randperm(len(y))
         for i in range(0, len(y), B):
             b = perm[i:i + B]
@@ -211,7 +229,8 @@ def ctr_auc(train, test, passes):
             opt_dense.step()
         with torch.no_grad():
             score = model(tids, tdense).numpy().ravel()
-        print("pass %d test auc %.4f" % (p, exact_auc(score, ty.numpy().ravel())))
+        print("pass %d done: %d samples in %.1f s, test auc %.4f" %
+              (p, len(y), time.time() - t0, exact_auc(score, ty.numpy().ravel())), flush=True)
 
 
 def loaded_blas():

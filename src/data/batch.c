@@ -30,67 +30,40 @@ void pd_batch_free(pd_batch *b)
     memset(b, 0, sizeof *b);
 }
 
-static void reserve_offsets(pd_slot *s, size_t n)
+/* p (an array of *cap elements of size bytes) grown to hold at least n */
+static void *grow(void *p, size_t *cap, size_t n, size_t size)
 {
-    if (n > s->cap_offsets) {
-        size_t c = s->cap_offsets ? s->cap_offsets * 2 : 64;
-        while (c < n) c *= 2;
-        s->offsets = pd_xrealloc(s->offsets, c * sizeof *s->offsets);
-        s->cap_offsets = c;
-    }
+    if (n <= *cap) return p;
+    size_t c = *cap ? *cap * 2 : 64;
+    while (c < n) c *= 2;
+    *cap = c;
+    return pd_xrealloc(p, c * size);
 }
+
+/* room for n elements in slot s's array FIELD (offsets, values, ids, keys) */
+#define RESERVE(s, field, n) ((s)->field = grow((s)->field, &(s)->cap_##field, (n), sizeof *(s)->field))
 
 void pd_batch_clear(pd_batch *b)
 {
     b->n = 0;
     for (int i = 0; i < b->nslots; i++)
         if (b->slots[i].kind == PD_SLOT_ID_LIST) {
-            reserve_offsets(&b->slots[i], 1);
+            RESERVE(&b->slots[i], offsets, 1);
             b->slots[i].offsets[0] = 0;
         }
 }
 
-static void reserve_values(pd_slot *s, size_t n)
-{
-    if (n > s->cap_values) {
-        size_t c = s->cap_values ? s->cap_values * 2 : 256;
-        while (c < n) c *= 2;
-        s->values = pd_xrealloc(s->values, c * sizeof *s->values);
-        s->cap_values = c;
-    }
-}
-
-static void reserve_ids(pd_slot *s, size_t n)
-{
-    if (n > s->cap_ids) {
-        size_t c = s->cap_ids ? s->cap_ids * 2 : 256;
-        while (c < n) c *= 2;
-        s->ids = pd_xrealloc(s->ids, c * sizeof *s->ids);
-        s->cap_ids = c;
-    }
-}
-
-static void reserve_keys(pd_slot *s, size_t n)
-{
-    if (n > s->cap_keys) {
-        size_t c = s->cap_keys ? s->cap_keys * 2 : 256;
-        while (c < n) c *= 2;
-        s->keys = pd_xrealloc(s->keys, c * sizeof *s->keys);
-        s->cap_keys = c;
-    }
-}
-
 void pd_slot_push_key(pd_slot *s, int n, uint64_t key)
 {
-    reserve_keys(s, (size_t)n + 1);
+    RESERVE(s, keys, (size_t)n + 1);
     s->keys[n] = key;
 }
 
 void pd_slot_push_keys(pd_slot *s, int n, const uint64_t *keys, int nkeys)
 {
-    reserve_offsets(s, (size_t)n + 2);
+    RESERVE(s, offsets, (size_t)n + 2);
     int32_t start = s->offsets[n];
-    reserve_keys(s, (size_t)start + nkeys);
+    RESERVE(s, keys, (size_t)start + nkeys);
     if (nkeys) memcpy(s->keys + start, keys, (size_t)nkeys * sizeof *keys);
     s->offsets[n + 1] = start + nkeys;
 }
@@ -98,7 +71,7 @@ void pd_slot_push_keys(pd_slot *s, int n, const uint64_t *keys, int nkeys)
 /* n is the index of the sample being added (the batch's count before it). */
 float *pd_slot_push_dense(pd_slot *s, int n)
 {
-    reserve_values(s, (size_t)(n + 1) * s->width);
+    RESERVE(s, values, (size_t)(n + 1) * s->width);
     return s->values + (size_t)n * s->width;
 }
 
@@ -108,23 +81,23 @@ void pd_slot_push_id(pd_slot *s, int n, int32_t id)
         pd_slot_push_key(s, n, (uint64_t)(int64_t)id);
         return;
     }
-    reserve_ids(s, (size_t)n + 1);
+    RESERVE(s, ids, (size_t)n + 1);
     s->ids[n] = id;
 }
 
 void pd_slot_push_ids(pd_slot *s, int n, const int32_t *ids, int nids)
 {
     if (s->width == 0) {
-        reserve_offsets(s, (size_t)n + 2);
+        RESERVE(s, offsets, (size_t)n + 2);
         int32_t start = s->offsets[n];
-        reserve_keys(s, (size_t)start + nids);
+        RESERVE(s, keys, (size_t)start + nids);
         for (int k = 0; k < nids; k++) s->keys[start + k] = (uint64_t)(int64_t)ids[k];
         s->offsets[n + 1] = start + nids;
         return;
     }
-    reserve_offsets(s, (size_t)n + 2);
+    RESERVE(s, offsets, (size_t)n + 2);
     int32_t start = s->offsets[n];
-    reserve_ids(s, (size_t)start + nids);
+    RESERVE(s, ids, (size_t)start + nids);
     if (nids) memcpy(s->ids + start, ids, (size_t)nids * sizeof *ids);
     s->offsets[n + 1] = start + nids;
 }

@@ -1,5 +1,6 @@
 /* http.c - the tiny non-blocking HTTP responder behind /metrics (http.h). */
 #include "http.h"
+#include "proto.h"
 #include "../core/pd.h"
 
 #include <arpa/inet.h>
@@ -16,33 +17,6 @@
 
 #define LISTEN_ID PD_HTTP_CONNS /* epoll id of the listener; connections are 0.. */
 
-static int bind_listen(const char *addr, int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return pd_err_set(PD_EIO, "socket: %s", strerror(errno));
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (!addr || !*addr) {
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    } else if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
-        if (getaddrinfo(addr, NULL, &hints, &res) != 0 || !res) {
-            close(fd);
-            return pd_err_set(PD_EIO, "metrics: cannot listen on '%s': not an IPv4 address or a known name", addr);
-        }
-        sa.sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
-        freeaddrinfo(res);
-    }
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 16) < 0) {
-        int e = errno;
-        close(fd);
-        return pd_err_set(PD_EIO, "metrics: cannot listen on %s:%d: %s (settings.metrics_port)",
-                          addr && *addr ? addr : "0.0.0.0", port, strerror(e));
-    }
-    return fd;
-}
-
 int pd_http_open(pd_http *h, const char *bind, int port, pd_http_body_fn fn, void *ctx)
 {
     memset(h, 0, sizeof *h);
@@ -53,8 +27,8 @@ int pd_http_open(pd_http *h, const char *bind, int port, pd_http_body_fn fn, voi
     if (port <= 0 || port > 65535)
         return pd_err_set(PD_EINVAL, "metrics: port %d is out of range (settings.metrics_port; pserver i serves on "
                                      "metrics_port + 1 + i)", port);
-    int fd = bind_listen(bind, port);
-    if (fd < 0) return fd;
+    int fd = pd_tcp_listen(bind, port, 16);
+    if (fd < 0) return pd_err_wrap(fd, "metrics (settings.metrics_port %d)", port);
     h->listen_fd = fd;
     h->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (h->epfd < 0) return pd_err_set(PD_EIO, "epoll_create1: %s", strerror(errno));

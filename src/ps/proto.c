@@ -3,7 +3,10 @@
 #include "../core/crypto.h"
 #include "../core/pd.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,4 +296,32 @@ void pd_proof(const uint8_t *secret, const char *label, const uint8_t *a, const 
     memcpy(msg + l + PD_NONCE, b, PD_NONCE);
     memcpy(msg + l + 2 * PD_NONCE, job, PD_JOB_ID);
     pd_hmac_sha256(secret, PD_SECRET, msg, l + 2 * PD_NONCE + PD_JOB_ID, mac);
+}
+
+int pd_tcp_listen(const char *addr, int port, int backlog)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return pd_err_set(PD_EIO, "socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (!addr || !*addr) {
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    } else if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+        /* a host name: its IPv4 address */
+        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+        if (getaddrinfo(addr, NULL, &hints, &res) != 0 || !res) {
+            close(fd);
+            return pd_err_set(PD_EINVAL, "cannot listen on '%s': not an IPv4 address or a name this node resolves",
+                              addr);
+        }
+        sa.sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+        freeaddrinfo(res);
+    }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, backlog) < 0) {
+        int e = errno;
+        close(fd);
+        return pd_err_set(PD_EIO, "cannot listen on %s:%d: %s", addr && *addr ? addr : "0.0.0.0", port, strerror(e));
+    }
+    return fd;
 }

@@ -87,6 +87,11 @@ int pd_conn_send_all(pd_conn *c, double timeout_s);
 /* Blocking: read one frame (waiting up to timeout_s; < 0 on EOF too). */
 int pd_conn_recv(pd_conn *c, pd_frame *f, double timeout_s);
 
+/* A non-blocking TCP socket listening on addr:port (addr: an IPv4 address,
+ * a name this node resolves, or NULL/"" for every interface). The fd, or
+ * < 0 with "cannot listen on ..." in pd_err_msg(). */
+int pd_tcp_listen(const char *addr, int port, int backlog);
+
 /* HMAC-SHA256(secret, label | a | b | job) into mac. */
 void pd_proof(const uint8_t *secret, const char *label, const uint8_t *a, const uint8_t *b,
               const uint8_t *job, uint8_t *mac);

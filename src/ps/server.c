@@ -155,11 +155,6 @@ typedef struct server {
 
 /* --- helpers -------------------------------------------------------------- */
 
-static void set_nonblock(int fd)
-{
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-}
-
 static void update_events(server *s, int slot)
 {
     sconn *c = &s->conns[slot];
@@ -1047,30 +1042,8 @@ static int on_frame(server *s, int slot, pd_frame *f)
 
 static int listen_on(const char *addr, int port, int *fd_out)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return pd_err_set(PD_EIO, "socket: %s", strerror(errno));
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (!addr || !*addr) {
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    } else if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-        /* a host name: its IPv4 address */
-        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
-        if (getaddrinfo(addr, NULL, &hints, &res) != 0 || !res) {
-            close(fd);
-            return pd_err_set(PD_EINVAL, "cannot listen on '%s': not an IPv4 address or a name this node resolves",
-                              addr);
-        }
-        sa.sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
-        freeaddrinfo(res);
-    }
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
-        int e = errno;
-        close(fd);
-        return pd_err_set(PD_EIO, "cannot listen on %s:%d: %s", addr ? addr : "0.0.0.0", port, strerror(e));
-    }
-    set_nonblock(fd);
+    int fd = pd_tcp_listen(addr, port, LISTEN_BACKLOG);
+    if (fd < 0) return fd;
     *fd_out = fd;
     return 0;
 }

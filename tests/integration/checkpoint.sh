@@ -19,23 +19,7 @@ else
 fi
 run_capture "$PADDLE" run fit_a_line.lua $one --passes=1 --max_batches=1 --save_dir=fresh
 
-# a pserver listens on port and port+1 (dense, sparse): both must be free,
-# below the ephemeral range where outgoing connections could take port+1
-port=$($PY - <<'P'
-import random, socket
-while True:
-    p = random.randrange(20000, 32000)
-    ss = []
-    try:
-        for q in (p, p + 1):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); ss.append(s)
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for s in ss: s.close()
-P
-)
+port=$(free_port_pair)
 export PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 "$PADDLE" pserver fit_a_line.lua $one --pserver_id=0 --port=$port --bind=127.0.0.1 \
     --init_shard=ckpt/ckpt-$last/pserver-0 >ps.log 2>&1 &

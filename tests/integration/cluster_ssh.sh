@@ -6,35 +6,15 @@
 . "$ROOT/tests/integration/sshd_lib.sh"
 
 # each "host" has its own root: root_dir names a variable the node's sshd sets
-SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node2" sshd_start 2 >/dev/null &&
-SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node3" sshd_start 3 >/dev/null ||
-    { fail sshd "cannot start the test sshd servers"; exit 0; }
+sshd_two_nodes || { fail sshd "cannot start the test sshd servers"; exit 0; }
 "$ROOT/recipes/prepare.sh"
 mkdir -p ws/data/uci_housing
 cp "$ROOT/recipes/data/uci_housing/housing.data" ws/data/uci_housing/
-cat "${SSHD_KNOWN[2]}" "${SSHD_KNOWN[3]}" >known_hosts
 nodes="$T/node"
 port=$(sshd_free_port)
 
 write_recipe() { # FILE EXTRA-JOB-KEYS
-    cat >"$1" <<R
-cluster {
-  hosts = { "$SSHD_USER@127.0.0.2:${SSHD_PORT[2]}", "$SSHD_USER@127.0.0.3:${SSHD_PORT[3]}" },
-  root_dir = "\$PADDLE_NODE_ROOT",
-  known_hosts = "$T/known_hosts",
-  identity_files = { "$SSHD_KEYS/id_ed25519" },
-  use_agent = false,
-  port = $port,
-}
-job { pservers = 2, trainers = 2, $2 }
-data { train = "data/uci_housing/housing.data", test = "data/uci_housing/housing.data", format = "uci_housing" }
-model = function(nn)
-  local x, y = nn.data("x", 13), nn.data("y", 1)
-  return nn.square_error_cost(nn.fc(x, 1), y)
-end
-optimizer = nn.sgd { learning_rate = 0.001 }
-settings { batch_size = 20, passes = 3, log_period = 1000 }
-R
+    sshd_fit_a_line_job "$port" "$2" 'batch_size = 20, passes = 3, log_period = 1000' >"$1"
 }
 write_recipe ws/job.lua 'workspace = "."'
 

@@ -1,11 +1,11 @@
 # ctr.sh - CTR on generated Criteo-format data: paddle gen criteo, then
 # recipes/ctr_dnn.lua trained with paddle train and with paddle run (2
 # pservers, 2 trainers), each reaching a test AUC well above a constant's
-# and near the planted model's; wide_deep.lua trains too; malformed Criteo
+# and near the planted model's; wide_deep.lua and ctr_lr.lua train too; malformed Criteo
 # lines are named by file:line.
 . "$ROOT/tests/integration/lib.sh"
 
-mkdir -p recipes && cp "$ROOT/recipes/ctr_dnn.lua" "$ROOT/recipes/wide_deep.lua" recipes/
+mkdir -p recipes && cp "$ROOT/recipes/ctr_dnn.lua" "$ROOT/recipes/wide_deep.lua" "$ROOT/recipes/ctr_lr.lua" recipes/
 run_capture "$PADDLE" gen criteo --out recipes/data/criteo-gen --rows 20000 --seed 5
 planted=$(sed -n 's/^test AUC of the planted model: //p' <<<"$out")
 const=$(sed -n 's/^test AUC of a constant predictor: //p' <<<"$out")
@@ -49,6 +49,12 @@ else auc_ok train "$out"; fi
 run_capture "$PADDLE" train recipes/wide_deep.lua --passes=2 --save_dir=wd_out
 if [ $rc -ne 0 ]; then fail wide_deep "paddle train failed: $out"
 else auc_ok wide_deep "$out"; fi
+
+# the logistic regression: 20,000 rows teach it little, but it learns
+run_capture "$PADDLE" train recipes/ctr_lr.lua --passes=3 --early_stop=0 --save_dir=lr_out
+lr_auc=$(grep -o 'pass [0-9]* done.*auc [0-9.]*' <<<"$out" | tail -n 1 | awk '{print $NF}')
+if [ $rc -eq 0 ] && awk -v a="$lr_auc" 'BEGIN { exit !(a > 0.65) }'; then pass logistic_regression
+else fail logistic_regression "rc $rc, test AUC '$lr_auc' (wanted > 0.65): $(tail -n 3 <<<"$out")"; fi
 
 run_capture "$PADDLE" run recipes/ctr_dnn.lua --passes=4 --save_dir=run_out
 if [ $rc -ne 0 ]; then fail run "paddle run failed (rc $rc): $(tail -n 20 <<<"$out")"

@@ -13,31 +13,12 @@ clean_env() {
         PADDLE_NNODES PADDLE_SERVER_NUM PADDLE_TRAINER_NUM PADDLE_TRAINER_ENDPOINTS VC_PS_HOSTS VC_WORKER_HOSTS \
         VC_PS_NUM VC_WORKER_NUM VC_TASK_INDEX SLURM_STEP_NODELIST SLURM_JOB_NODELIST
 }
-# a base port whose next one is free too, below the ephemeral range (where
-# outgoing connections could take port+1)
-free_port() {
-    /usr/bin/python3 - <<'P'
-import random, socket
-while True:
-    p = random.randrange(20000, 32000)
-    try:
-        ss = []
-        for q in (p, p + 1):
-            for ip in ("127.0.0.1", "127.0.0.2"):
-                s = socket.socket(); s.bind((ip, q)); ss.append(s)
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for s in ss: s.close()
-P
-}
 
 # run a 2-pserver 2-trainer job; $1 = scheme; each role started by a function
 run_job() {
     local scheme=$1 p1 p2 pids=() rc=0
-    p1=$(free_port); p2=$(free_port)
-    while [ $((p2 - p1)) -lt 3 ] && [ $((p1 - p2)) -lt 3 ]; do p2=$(free_port); done
+    p1=$(free_port_pair 127.0.0.1 127.0.0.2); p2=$(free_port_pair 127.0.0.1 127.0.0.2)
+    while [ $((p2 - p1)) -lt 3 ] && [ $((p1 - p2)) -lt 3 ]; do p2=$(free_port_pair 127.0.0.1 127.0.0.2); done
     for role in ps0 ps1 tr0 tr1; do
         (
             clean_env

@@ -129,21 +129,7 @@ run_capture "$PADDLE" run ck.lua --trainers=1 --pservers=1 --checkpoint_dir=ckpt
 if [ $rc -eq 0 ] && [ -f ckpt/ckpt-10/complete ] && [ -s ckpt/ckpt-10/pserver-0/table-0.hash ] &&
     grep -q '^file table-0.hash ' ckpt/ckpt-10/pserver-0/shard.txt; then pass checkpoint_holds_table
 else fail checkpoint_holds_table "rc $rc: $(ls -R ckpt 2>&1 | head -n 20)"; fi
-port=$($PY - <<'P'
-import random, socket
-while True:
-    p = random.randrange(20000, 32000)
-    ss = []
-    try:
-        for q in (p, p + 1):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); ss.append(s)
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for s in ss: s.close()
-P
-)
+port=$(free_port_pair)
 export PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 one="--pservers=1 --trainers=1"
 "$PADDLE" pserver ck.lua $one --pserver_id=0 --port=$port --bind=127.0.0.1 --init_shard=ckpt/ckpt-10/pserver-0 \

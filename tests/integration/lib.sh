@@ -54,3 +54,25 @@ pid_with_arg() {
     f=$(cd /proc && grep -lzx -- "$arg" $(printf '%s/cmdline ' "$@") 2>/dev/null | head -n 1)
     echo "${f%/cmdline}"
 }
+
+# free_port_pair [IP...] : a port p such that p and p + 1 are free on each IP
+# (default 127.0.0.1): a pserver listens on port and port + 1 (dense,
+# sparse). Chosen below the ephemeral range, where outgoing connections
+# could take p + 1 meanwhile.
+free_port_pair() {
+    /usr/bin/python3 - "${@:-127.0.0.1}" <<'P'
+import random, socket, sys
+while True:
+    p = random.randrange(20000, 32000)
+    ss = []
+    try:
+        for q in (p, p + 1):
+            for ip in sys.argv[1:]:
+                s = socket.socket(); s.bind((ip, q)); ss.append(s)
+        print(p); break
+    except OSError:
+        pass
+    finally:
+        for s in ss: s.close()
+P
+}

@@ -8,33 +8,14 @@
 . "$ROOT/tests/integration/lib.sh"
 . "$ROOT/tests/integration/sshd_lib.sh"
 
-SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node2" sshd_start 2 >/dev/null &&
-SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node3" sshd_start 3 >/dev/null ||
-    { fail sshd "cannot start the test sshd servers"; exit 0; }
+sshd_two_nodes || { fail sshd "cannot start the test sshd servers"; exit 0; }
 "$ROOT/recipes/prepare.sh" >/dev/null
 mkdir -p ws/data/uci_housing
 cp "$ROOT/recipes/data/uci_housing/housing.data" ws/data/uci_housing/
-cat "${SSHD_KNOWN[2]}" "${SSHD_KNOWN[3]}" >known_hosts
 port=$(sshd_free_port)
 
-cat >ws/job.lua <<R
-cluster {
-  hosts = { "$SSHD_USER@127.0.0.2:${SSHD_PORT[2]}", "$SSHD_USER@127.0.0.3:${SSHD_PORT[3]}" },
-  root_dir = "\$PADDLE_NODE_ROOT",
-  known_hosts = "$T/known_hosts",
-  identity_files = { "$SSHD_KEYS/id_ed25519" },
-  use_agent = false,
-  port = $port,
-}
-job { pservers = 2, trainers = 2, workspace = "." }
-data { train = "data/uci_housing/housing.data", test = "data/uci_housing/housing.data", format = "uci_housing" }
-model = function(nn)
-  local x, y = nn.data("x", 13), nn.data("y", 1)
-  return nn.square_error_cost(nn.fc(x, 1), y)
-end
-optimizer = nn.sgd { learning_rate = 0.001 }
-settings { batch_size = 20, passes = 3, log_period = 1000000, heartbeat_timeout = 3 }
-R
+sshd_fit_a_line_job "$port" 'workspace = "."' 'batch_size = 20, passes = 3, log_period = 1000000, heartbeat_timeout = 3' \
+    >ws/job.lua
 
 job_pids() { # every process whose command line names a node's root dir
     pids_naming "$T/node2/"; pids_naming "$T/node3/"

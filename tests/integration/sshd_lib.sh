@@ -202,3 +202,35 @@ sshd_fingerprint() {
 trap sshd_cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
+
+# Two "nodes" for job tests: sshd on 127.0.0.2 and 127.0.0.3, each giving
+# its sessions PADDLE_NODE_ROOT=$T/nodeN, and ./known_hosts for both.
+sshd_two_nodes() {
+    SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node2" sshd_start 2 >/dev/null &&
+        SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node3" sshd_start 3 >/dev/null &&
+        cat "${SSHD_KNOWN[2]}" "${SSHD_KNOWN[3]}" >known_hosts
+}
+
+# sshd_fit_a_line_job PORT JOB-KEYS SETTINGS : a fit-a-line recipe of 2
+# pservers and 2 trainers on the two nodes (their paddle port PORT), on
+# stdout; the data is data/uci_housing/housing.data of the workspace.
+sshd_fit_a_line_job() {
+    cat <<R
+cluster {
+  hosts = { "$SSHD_USER@127.0.0.2:${SSHD_PORT[2]}", "$SSHD_USER@127.0.0.3:${SSHD_PORT[3]}" },
+  root_dir = "\$PADDLE_NODE_ROOT",
+  known_hosts = "$T/known_hosts",
+  identity_files = { "$SSHD_KEYS/id_ed25519" },
+  use_agent = false,
+  port = $1,
+}
+job { pservers = 2, trainers = 2, $2 }
+data { train = "data/uci_housing/housing.data", test = "data/uci_housing/housing.data", format = "uci_housing" }
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(x, 1), y)
+end
+optimizer = nn.sgd { learning_rate = 0.001 }
+settings { $3 }
+R
+}

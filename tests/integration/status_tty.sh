@@ -153,26 +153,12 @@ fi
 # over SSH: the roles on their hosts, and Ctrl+C leaves nothing on either
 if [ ! -x "$SSHD_BIN" ]; then
     skip ssh_block "no OpenSSH server ($SSHD_BIN; Debian package openssh-server)"
-elif ! { SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node2" sshd_start 2 >/dev/null &&
-         SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node3" sshd_start 3 >/dev/null; }; then
+elif ! sshd_two_nodes; then
     fail ssh_block "cannot start the test sshd servers"
 else
-    mkdir -p ws && cp -r data ws/ && cat "${SSHD_KNOWN[2]}" "${SSHD_KNOWN[3]}" >known_hosts
-    cat >ws/ssh_job.lua <<R
-cluster {
-  hosts = { "$SSHD_USER@127.0.0.2:${SSHD_PORT[2]}", "$SSHD_USER@127.0.0.3:${SSHD_PORT[3]}" },
-  root_dir = "\$PADDLE_NODE_ROOT", known_hosts = "$T/known_hosts",
-  identity_files = { "$SSHD_KEYS/id_ed25519" }, use_agent = false, port = $(sshd_free_port),
-}
-job { pservers = 2, trainers = 2, workspace = "." }
-data { train = "data/uci_housing/housing.data", test = "data/uci_housing/housing.data", format = "uci_housing" }
-model = function(nn)
-  local x, y = nn.data("x", 13), nn.data("y", 1)
-  return nn.square_error_cost(nn.fc(x, 1), y)
-end
-optimizer = nn.sgd { learning_rate = 0.001 }
-settings { batch_size = 20, passes = 100000, log_period = 1000 }
-R
+    mkdir -p ws && cp -r data ws/
+    sshd_fit_a_line_job "$(sshd_free_port)" 'workspace = "."' 'batch_size = 20, passes = 100000, log_period = 1000' \
+        >ws/ssh_job.lua
     tm send-keys -t st "clear; $PADDLE run ws/ssh_job.lua; echo EXIT=\$?" Enter
     if wait_for 'trainer 1 +127\.0\.0\.[23] +training' 60 &&
         screen | grep -qE '^  pserver 0 +127\.0\.0\.[23] +serving' &&
