@@ -457,7 +457,7 @@ static int parse_list(const char *arg, config *cfg)
 
 static int parse_args(int argc, char **argv, config *cfg)
 {
-    *cfg = (config){.nk = 6, .nmodels = 3, .nmodes = 2, .budget = 1.5e9};
+    *cfg = (config){.nk = 6, .nmodels = 3, .nmodes = 2, .budget = 1.0e9};
     memcpy(cfg->k, all_k, sizeof all_k);
     for (int i = 0; i < 3; i++) cfg->models[i] = &models[i];
     cfg->modes[0] = "sync";
@@ -484,12 +484,12 @@ static int parse_args(int argc, char **argv, config *cfg)
     return 0;
 }
 
-/* Steps per trainer: about cfg->budget bytes through the pserver, 2 to 200. */
+/* Steps per trainer: about cfg->budget bytes through the pserver, 2 to 100. */
 static int pick_steps(const config *cfg, const model *m, int k)
 {
     if (cfg->steps > 0) return cfg->steps;
     double s = cfg->budget / (k * step_bytes(m));
-    return s < 2 ? 2 : s > 200 ? 200 : (int)s;
+    return s < 2 ? 2 : s > 100 ? 100 : (int)s;
 }
 
 static void header(void)

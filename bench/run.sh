@@ -136,13 +136,16 @@ if ! build_allreduce; then
     build_allreduce || rm -f "$work/allreduce"
 fi
 if [ -x "$work/allreduce" ]; then
-    # OpenMPI 4.1's own choice of algorithm, and the ring (algorithm 4, the
-    # bandwidth-optimal one): its default for 10M floats on 2 ranks was ten
-    # times slower than the ring here; the ratio takes the faster
+    # OpenMPI 4.1's own choice of algorithm and the ring (algorithm 4, the
+    # bandwidth-optimal one) over shared memory: its own choice for 10M
+    # floats on 2 ranks was ten times slower than the ring here; and the
+    # ring over TCP, as the pserver's bytes go (loopback)
+    ring=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4)
     for np in 2 4; do
-        for alg in default ring; do
+        for alg in default ring ring-tcp; do
             mca=()
-            [ $alg = ring ] && mca=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4)
+            [ $alg = ring ] && mca=("${ring[@]}")
+            [ $alg = ring-tcp ] && mca=("${ring[@]}" --mca btl self,tcp)
             if timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "${mca[@]}" "$work/allreduce" \
                 1000000 10000000 >allreduce.one 2>>allreduce.err; then
                 sed "s/^/$alg /" allreduce.one >>allreduce.out
@@ -159,9 +162,11 @@ if [ -x "$work/allreduce" ]; then
             ps_ms=$(awk -v k=$k -v m=${m%%:*} '$1 == k && $2 == "sync" && $3 == m && NF == 8 { print $6 }' capacity.out)
             mpi_ms=$(awk -v k=$k -v f=${m#*:} '$4 == k && $6 == f && (best == "" || $8 < best) { best = $8 }
                 END { print best }' allreduce.out)
+            tcp_ms=$(awk -v k=$k -v f=${m#*:} '$1 == "ring-tcp" && $4 == k && $6 == f { print $8 }' allreduce.out)
             [ -n "$ps_ms" ] && [ -n "$mpi_ms" ] || continue
-            printf '  sync step, %s trainers, %s floats: pserver %s ms, allreduce of %s ranks %s ms: ratio %s (pserver / allreduce)\n' \
-                $k ${m%%:*} "$ps_ms" $k "$mpi_ms" "$(ratio "$ps_ms" "$mpi_ms")"
+            printf '  sync step, %s trainers, %s floats: pserver %s ms; allreduce, %s ranks: fastest %s ms, ring over TCP %s ms;' \
+                $k ${m%%:*} "$ps_ms" $k "$mpi_ms" "${tcp_ms:-n/a}"
+            printf ' ratios pserver / allreduce %s, %s\n' "$(ratio "$ps_ms" "$mpi_ms")" "$(ratio "$ps_ms" "${tcp_ms:-0}")"
         done
     done
 else
