@@ -120,7 +120,7 @@ demo: paddle
 	@recipes/prepare.sh
 	./paddle run recipes/fit_a_line.lua --log_period=1000
 
-bench: paddle build/musl/ps_bench build/musl/sgemm_bench build/musl/hashtab_bench
+bench: paddle build/musl/ps_bench build/musl/sgemm_bench build/musl/hashtab_bench build/musl/capacity_bench
 	@bench/run.sh ./paddle
 
 clean:

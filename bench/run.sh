@@ -10,6 +10,8 @@
 #   the MLP's GFLOP/s as a fraction of OpenBLAS sgemm measured here, at 1024^3
 #   and at the MLP step's own shapes (its roofline)
 #   pserver push+pull bandwidth against raw loopback TCP
+#   one pserver's capacity with K = 1..32 trainers (bench/capacity_bench.c),
+#   a sync step against an OpenMPI allreduce of the same size (bench/allreduce.c)
 #   paddle run (1 pserver + 1 trainer) against paddle train; 2 trainers against 1
 #   checkpoint cost and recovery time (bench/ckpt.sh)
 #   launch on 16 sshd hosts against bare ssh to them (bench/launch.sh)
@@ -111,6 +113,57 @@ printf '  sgemm at the MLP step'"'"'s own shapes %s samples/s; MLP training %s s
 
 echo "== pserver bandwidth"
 "$root/build/musl/ps_bench" | sed 's/^/  /'
+
+echo "== pserver capacity (one pserver, K trainers; OpenMPI allreduce of the same sizes beside it)"
+# BENCH_CAPACITY=quick: K = 1 and 4, 1M floats and sparse only
+# shellcheck disable=SC2086
+"$root/build/musl/capacity_bench" ${BENCH_CAPACITY:-} >capacity.out 2>&1
+sed 's/^/  /' capacity.out
+# the baseline: Debian's OpenMPI (mpicc links glibc, dynamic; no part of paddle)
+build_allreduce() { mpicc -O2 -o "$work/allreduce" "$here/allreduce.c" >/dev/null 2>&1; }
+if ! build_allreduce; then
+    echo "bench: installing Debian's libopenmpi-dev and openmpi-bin (the allreduce baseline)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libopenmpi-dev openmpi-bin \
+        >/dev/null 2>&1
+    build_allreduce || rm -f "$work/allreduce"
+fi
+if [ -x "$work/allreduce" ]; then
+    # OpenMPI 4.1's own choice of algorithm and the ring (algorithm 4, the
+    # bandwidth-optimal one) over shared memory: its own choice for 10M
+    # floats on 2 ranks was ten times slower than the ring here; and the
+    # ring over TCP, as the pserver's bytes go (loopback)
+    ring=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4)
+    for np in 2 4; do
+        for alg in default ring ring-tcp; do
+            mca=()
+            [ $alg = ring ] && mca=("${ring[@]}")
+            [ $alg = ring-tcp ] && mca=("${ring[@]}" --mca btl self,tcp)
+            if timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "${mca[@]}" "$work/allreduce" \
+                1000000 10000000 >allreduce.one 2>>allreduce.err; then
+                sed "s/^/$alg /" allreduce.one >>allreduce.out
+            else
+                echo "  mpirun -np $np ($alg) failed or took over 300 s: $(tail -n 1 allreduce.err)"
+            fi
+        done
+    done
+    sed 's/^/  /' allreduce.out
+    # one sync step of K trainers through one pserver (push M floats each,
+    # average, pull M back) against one allreduce of M floats among K ranks
+    for k in 2 4; do
+        for m in 1M:1000000 10M:10000000; do
+            ps_ms=$(awk -v k=$k -v m=${m%%:*} '$1 == k && $2 == "sync" && $3 == m && NF == 8 { print $6 }' capacity.out)
+            mpi_ms=$(awk -v k=$k -v f=${m#*:} '$4 == k && $6 == f && (best == "" || $8 < best) { best = $8 }
+                END { print best }' allreduce.out)
+            tcp_ms=$(awk -v k=$k -v f=${m#*:} '$1 == "ring-tcp" && $4 == k && $6 == f { print $8 }' allreduce.out)
+            [ -n "$ps_ms" ] && [ -n "$mpi_ms" ] || continue
+            printf '  sync step, %s trainers, %s floats: pserver %s ms; allreduce, %s ranks: fastest %s ms, ring over TCP %s ms;' \
+                $k ${m%%:*} "$ps_ms" $k "$mpi_ms" "${tcp_ms:-n/a}"
+            printf ' ratios pserver / allreduce %s, %s\n' "$(ratio "$ps_ms" "$mpi_ms")" "$(ratio "$ps_ms" "${tcp_ms:-0}")"
+        done
+    done
+else
+    echo "  no OpenMPI baseline: mpicc cannot build bench/allreduce.c (Debian's libopenmpi-dev and openmpi-bin are needed)"
+fi
 
 echo "== growing table memory per row (10M rows, dim 9, Adam)"
 "$root/build/musl/hashtab_bench" | sed 's/^/  /'
