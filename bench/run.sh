@@ -168,7 +168,7 @@ fi
 echo "== growing table memory per row (10M rows, dim 9, Adam)"
 "$root/build/musl/hashtab_bench" | sed 's/^/  /'
 
-echo "== distributed against local (recommender, sync)"
+echo "== distributed against local (recommender; sync, and async where a step's exchange overlaps the next batch)"
 local_rate=${ours[rec]}
 "$paddle" run rec.lua --passes=4 --save_dir=o4 >run1.out 2>&1
 one=$(grep '^\[trainer 0\]' run1.out | rate)
@@ -178,6 +178,9 @@ two=$("$paddle" run rec.lua --passes=4 --trainers=2 --save_dir=o5 2>&1 | grep '^
 two_sum=$(awk -v r="$two" 'BEGIN { printf "%.0f", r * 2 }')
 printf '  paddle train %s, paddle run 1 pserver + 1 trainer %s: ratio %s (target >= 0.9)\n' "$local_rate" "$one" \
     "$(ratio "$one" "$local_rate")"
+one_async=$("$paddle" run rec.lua --passes=4 --mode=async --save_dir=o6 2>&1 | grep '^\[trainer 0\]' | rate)
+printf '  paddle train %s, paddle run 1 pserver + 1 trainer, async %s: ratio %s (target >= 0.9)\n' "$local_rate" \
+    "$one_async" "$(ratio "$one_async" "$local_rate")"
 printf '  2 trainers %s against 1 trainer %s: ratio %s\n' "$two_sum" "$one" "$(ratio "$two_sum" "$one")"
 echo "== sparse rows through one pserver (recommender, 1 trainer, last pass)"
 echo "  fixed tables:   ${sparse:-none}"

@@ -236,7 +236,10 @@ int pd_client_heartbeat(pd_client *c)
     return rc < 0 ? pd_err_wrap(rc, "heartbeat") : 0;
 }
 
-/* Send everything queued and read replies until *pending is 0. */
+static int on_step_reply(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
+
+/* Send everything queued and read replies until *pending is 0. Replies of a
+ * posted step (c->inflight) that come first are applied on the way. */
 static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *ctx)
 {
     int n = c->np * c->nper;
@@ -305,6 +308,12 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
                     rc = pd_err_set(PD_EPROTO, "pserver %d: %.*s", i / c->nper, (int)PD_MIN(f.len, 500),
                                     (char *)f.payload);
                     goto out;
+                }
+                if (c->inflight > 0 && fn != on_step_reply &&
+                    (f.type == PD_MSG_BLOCK_VALUES || f.type == PD_MSG_ROWS_DONE)) {
+                    if ((rc = on_step_reply(c, c->posted, i / c->nper, &f, NULL)) < 0) goto out;
+                    c->inflight--;
+                    continue;
                 }
                 if ((rc = fn(c, net, i / c->nper, &f, ctx)) < 0) goto out;
                 (*pending)--;
@@ -748,22 +757,31 @@ static int on_step_reply(pd_client *c, pd_net *net, int server, pd_frame *f, voi
     return on_block_values(c, net, server, f, ctx);
 }
 
-int pd_client_step(pd_client *c, pd_net *net)
+/* The replies of a posted step, if any are still to come. */
+static int drain(pd_client *c)
+{
+    int pending = c->inflight;
+    c->inflight = 0;
+    return pending ? exchange(c, c->posted, &pending, on_step_reply, NULL) : 0;
+}
+
+/* Queue the step's gradients: dense blocks, then each table's rows. */
+static int queue_step(pd_client *c, pd_net *net, int *pending)
 {
     const pd_layout *l = c->lay;
-    int pending = 0, rc;
+    int rc;
     if ((rc = map_params(c, net)) < 0) return rc;
     for (int k = 0; k < l->nblocks; k++) {
         const pd_lblock *b = &l->blocks[k];
         pd_param *p = &net->params[c->net_param[b->param]];
         const float *g = host_view(c, net, p->g, b->off, (size_t)b->len);
         pd_conn_queue(dense_conn(c, k), PD_MSG_PUSH_BLOCK, (uint32_t)k, 0, g, (size_t)b->len * 4, NULL, 0);
-        pending++;
+        (*pending)++;
     }
     for (int t = 0; t < l->ntables; t++) {
         pd_param *p = &net->params[c->net_param[l->tables[t]]];
         if (p->hash) {
-            if ((rc = push_keys(c, net, t, p, &pending)) < 0) return rc;
+            if ((rc = push_keys(c, net, t, p, pending)) < 0) return rc;
             continue;
         }
         for (int s = 0; s < c->np; s++) {
@@ -786,11 +804,33 @@ int pd_client_step(pd_client *c, pd_net *net)
             free(ids);
             free(vals);
             if (rc < 0) return pd_err_wrap(rc, "table '%s'", p->name);
-            pending++;
+            (*pending)++;
         }
     }
+    return 0;
+}
+
+int pd_client_step(pd_client *c, pd_net *net)
+{
+    int pending = 0, rc;
+    if ((rc = drain(c)) < 0 || (rc = queue_step(c, net, &pending)) < 0) return rc;
     return exchange(c, net, &pending, on_step_reply, NULL);
 }
+
+int pd_client_post_step(pd_client *c, pd_net *net)
+{
+    int pending = 0, rc;
+    if ((rc = drain(c)) < 0 || (rc = queue_step(c, net, &pending)) < 0) return rc;
+    c->inflight = pending;
+    c->posted = net;
+    /* send what the sockets take now; the rest goes with the next exchange */
+    for (int i = 0; i < c->np * c->nper; i++) {
+        pd_conn *k = &c->conns[i];
+        if (k->out_len > k->out_off && (rc = pd_conn_flush(k)) < 0) return pd_err_wrap(rc, "pserver %d", i / c->nper);
+    }
+    return 0;
+}
+
 
 static int on_pass_done(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
 {
@@ -802,7 +842,8 @@ static int on_pass_done(pd_client *c, pd_net *net, int server, pd_frame *f, void
 
 int pd_client_pass_end(pd_client *c, int pass, int batches, long *total)
 {
-    int pending = 0;
+    int pending = 0, rc = drain(c);
+    if (rc < 0) return rc;
     for (int s = 0; s < c->np; s++) {
         pd_conn_queue(&c->conns[s * c->nper], PD_MSG_PASS_END, (uint32_t)pass, (uint32_t)batches, NULL, 0, NULL, 0);
         pending++;
@@ -821,15 +862,17 @@ static int on_decided(pd_client *c, pd_net *net, int server, pd_frame *f, void *
 
 int pd_client_decide(pd_client *c, int pass, int stop, int *decided)
 {
-    int pending = 1;
+    int pending = 1, rc = drain(c);
     *decided = 0;
+    if (rc < 0) return rc;
     pd_conn_queue(&c->conns[0], PD_MSG_DECIDE, (uint32_t)pass, stop ? 1u : 0u, NULL, 0, NULL, 0);
     return exchange(c, NULL, &pending, on_decided, decided);
 }
 
 int pd_client_fetch_all(pd_client *c, pd_net *net)
 {
-    int rc = map_params(c, net);
+    int rc = drain(c);
+    if (rc == 0) rc = map_params(c, net);
     if (rc == 0) rc = pull_dense(c, net);
     if (rc == 0) rc = pull_rows(c, net, 1);
     for (int t = 0; rc == 0 && t < c->lay->ntables; t++) {
@@ -852,6 +895,8 @@ int pd_client_save(pd_client *c, long step, int pass, int batch, int *writer)
     int pending = 0;
     uint32_t pos[2] = {(uint32_t)pass, (uint32_t)batch};
     if (step < 0 || step > (long)UINT32_MAX) return pd_err_set(PD_ERANGE, "checkpoint step %ld out of range", step);
+    int rc = drain(c);
+    if (rc < 0) return rc;
     for (int s = 0; s < c->np; s++) {
         pd_conn_queue(&c->conns[s * c->nper], PD_MSG_SAVE, (uint32_t)step, 0, pos, sizeof pos, NULL, 0);
         pending++;
@@ -862,6 +907,7 @@ int pd_client_save(pd_client *c, long step, int pass, int batch, int *writer)
 
 void pd_client_finish(pd_client *c)
 {
+    if (drain(c) < 0) PD_WARN("the last step's replies: %s", pd_err_msg());
     for (int s = 0; s < c->np; s++) {
         pd_conn *k = &c->conns[s * c->nper];
         pd_conn_queue(k, PD_MSG_FINISH, 0, 0, NULL, 0, NULL, 0);

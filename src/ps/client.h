@@ -9,6 +9,7 @@
  *         pd_client_pull_rows(&c, &net);    // the embedding rows this batch uses
  *         pd_net_forward(&net); pd_net_backward(&net);
  *         pd_client_step(&c, &net);         // push gradients, get new values
+ *                                           // (async: pd_client_post_step, no wait)
  *     pd_client_pass_end(&c, pass);
  *     pd_client_finish(&c);
  */
@@ -42,6 +43,8 @@ typedef struct pd_client {
     double hb_sent;         /* last HEARTBEAT sent */
     double *heard;          /* per pserver: its last frame (pd_now) */
     long step;              /* the pservers' step count after the last step (sync: the global step) */
+    int inflight;           /* replies of the step pd_client_post_step sent, not read yet */
+    pd_net *posted;         /* the net they update */
     long resume_step;       /* after init: the checkpoint the pservers resumed from, or -1 */
     int resume_pass, resume_batch; /* and this trainer's position in it */
 } pd_client;
@@ -54,6 +57,11 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
 int pd_client_init(pd_client *c, pd_net *net);
 int pd_client_pull_rows(pd_client *c, pd_net *net);
 int pd_client_step(pd_client *c, pd_net *net);
+/* Async mode: push the step's gradients and return without waiting; the
+ * pservers' new values are read while the next batch's rows are pulled, or
+ * at the latest when the next step (or any other exchange) begins. The
+ * next batch computes while the pservers apply this one. */
+int pd_client_post_step(pd_client *c, pd_net *net);
 /* The pass is over after batches batches; *total (may be NULL): every
  * trainer's batches in the passes done, as the pservers count them. */
 int pd_client_pass_end(pd_client *c, int pass, int batches, long *total);

@@ -37,12 +37,15 @@ static int checkpoint(ps_step *s, long step, int pass, int batch)
     return 0;
 }
 
-/* sync: after every checkpoint_period-th step of the pservers, a checkpoint
- * of every trainer that took part in the step */
+/* async: the step is posted and the next batch computes while the pservers
+ * apply it; sync: the step waits for every trainer's, and after every
+ * checkpoint_period-th step of the pservers comes a checkpoint of every
+ * trainer that took part in the step */
 static int ps_exchange(void *ctx, pd_net *net, long step)
 {
     ps_step *s = ctx;
     (void)step;
+    if (!s->sync) return pd_client_post_step(s->cl, net);
     int rc = pd_client_step(s->cl, net);
     if (rc < 0 || !s->sync || !s->r->checkpoint_dir || s->r->checkpoint_period < 1) return rc;
     if (s->cl->step % s->r->checkpoint_period != 0) return 0;
