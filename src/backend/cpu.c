@@ -153,6 +153,73 @@ static void cpu_act_backward(int act, float *dx, const float *y, const float *dy
     }
 }
 
+/* Rows are done one at a time, so that the bias add, the activation and
+ * (backward) the bias gradient read the row while it is in cache. */
+static void cpu_bias_act_forward(int act, float *y, const float *b, int rows, int cols)
+{
+    if (!b) {
+        cpu_act_forward(act, y, y, rows, cols);
+        return;
+    }
+    for (int r = 0; r < rows; r++) {
+        float *restrict yr = y + (size_t)r * cols;
+        switch (act) {
+        case PD_ACT_LINEAR:
+            for (int c = 0; c < cols; c++) yr[c] += b[c];
+            break;
+        case PD_ACT_RELU:
+            for (int c = 0; c < cols; c++) {
+                float v = yr[c] + b[c];
+                yr[c] = v > 0 ? v : 0;
+            }
+            break;
+        case PD_ACT_SIGMOID:
+            for (int c = 0; c < cols; c++) yr[c] = 1.f / (1.f + expf(-(yr[c] + b[c])));
+            break;
+        case PD_ACT_TANH:
+            for (int c = 0; c < cols; c++) yr[c] = fast_tanh(yr[c] + b[c]);
+            break;
+        case PD_ACT_SOFTMAX:
+            for (int c = 0; c < cols; c++) yr[c] += b[c];
+            cpu_act_forward(act, yr, yr, 1, cols);
+            break;
+        default: PD_ASSERT(!"unknown activation");
+        }
+    }
+}
+
+static void cpu_act_bias_backward(int act, float *dy, const float *y, float *db, int acc, int rows, int cols)
+{
+    if (!db) {
+        cpu_act_backward(act, dy, y, dy, rows, cols);
+        return;
+    }
+    if (!acc) memset(db, 0, (size_t)cols * sizeof *db);
+    for (int r = 0; r < rows; r++) {
+        float *restrict d = dy + (size_t)r * cols;
+        const float *restrict yr = y + (size_t)r * cols;
+        float *restrict g = db;
+        switch (act) {
+        case PD_ACT_LINEAR:
+            break;
+        case PD_ACT_RELU:
+            for (int c = 0; c < cols; c++) d[c] = yr[c] > 0 ? d[c] : 0;
+            break;
+        case PD_ACT_SIGMOID:
+            for (int c = 0; c < cols; c++) d[c] = d[c] * yr[c] * (1 - yr[c]);
+            break;
+        case PD_ACT_TANH:
+            for (int c = 0; c < cols; c++) d[c] = d[c] * (1 - yr[c] * yr[c]);
+            break;
+        case PD_ACT_SOFTMAX:
+            cpu_act_backward(act, d, yr, d, 1, cols);
+            break;
+        default: PD_ASSERT(!"unknown activation");
+        }
+        for (int c = 0; c < cols; c++) g[c] += d[c];
+    }
+}
+
 static void cpu_gather(float *out, const float *table, const int32_t *ids, int n, int dim)
 {
     for (int i = 0; i < n; i++)
@@ -465,6 +532,8 @@ const pd_backend pd_backend_cpu = {
     .bias_grad = cpu_bias_grad,
     .act_forward = cpu_act_forward,
     .act_backward = cpu_act_backward,
+    .bias_act_forward = cpu_bias_act_forward,
+    .act_bias_backward = cpu_act_bias_backward,
     .gather = cpu_gather,
     .scatter_add = cpu_scatter_add,
     .seq_pool_forward = cpu_seq_pool_forward,

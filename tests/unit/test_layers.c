@@ -688,6 +688,41 @@ PD_TEST(classification_error_forward)
 }
 
 /* x [2x3] -> fc(2) with known weights; every activation by hand */
+/* The fc layer's fused tail gives, bit for bit, what its separate ops give:
+ * the bias then the activation; the activation's derivative then the bias
+ * gradient, accumulated or written. */
+PD_TEST(fc_fused_tail_matches_ops)
+{
+    const pd_backend *be = &pd_backend_cpu;
+    enum { ROWS = 9, COLS = 37, N = ROWS * COLS };
+    static float y0[N], y1[N], y2[N], b[COLS], d1[N], d2[N], g1[COLS], g2[COLS];
+    uint64_t rng = 7;
+    for (int act = PD_ACT_LINEAR; act <= PD_ACT_SOFTMAX; act++) {
+        for (int i = 0; i < N; i++) y0[i] = (float)(pd_rng_uniform(&rng) * 6 - 3);
+        for (int c = 0; c < COLS; c++) b[c] = (float)(pd_rng_uniform(&rng) * 2 - 1);
+        memcpy(y1, y0, sizeof y0);
+        memcpy(y2, y0, sizeof y0);
+        be->add_bias(y1, b, ROWS, COLS);
+        be->act_forward(act, y1, y1, ROWS, COLS);
+        be->bias_act_forward(act, y2, b, ROWS, COLS);
+        CHECK(memcmp(y1, y2, sizeof y1) == 0);
+        for (int acc = 0; acc <= 1; acc++) {
+            for (int i = 0; i < N; i++) d1[i] = d2[i] = (float)(pd_rng_uniform(&rng) * 2 - 1);
+            for (int c = 0; c < COLS; c++) g1[c] = g2[c] = acc ? (float)pd_rng_uniform(&rng) : 0;
+            be->act_backward(act, d1, y1, d1, ROWS, COLS);
+            be->bias_grad(g1, d1, ROWS, COLS);
+            if (!acc) g2[0] = 12345; /* written, not added to */
+            be->act_bias_backward(act, d2, y2, g2, acc, ROWS, COLS);
+            CHECK(memcmp(d1, d2, sizeof d1) == 0);
+            CHECK(memcmp(g1, g2, sizeof g1) == 0);
+        }
+        memcpy(y2, y0, sizeof y0);
+        be->act_forward(act, y1, y0, ROWS, COLS);
+        be->bias_act_forward(act, y2, NULL, ROWS, COLS);
+        CHECK(memcmp(y1, y2, sizeof y1) == 0);
+    }
+}
+
 PD_TEST(fc_forward_by_hand)
 {
     static const float xv[2][3] = {{1, 2, 3}, {-1, 0, 0.5f}};
