@@ -723,6 +723,39 @@ PD_TEST(fc_fused_tail_matches_ops)
     }
 }
 
+/* A product big enough to be cut between threads gives what OpenBLAS
+ * gives for it whole, for every transpose and both betas, to float
+ * rounding (OpenBLAS's blocking of a block differs from the whole's). */
+PD_TEST(cpu_gemm_cut_matches_whole)
+{
+    const pd_backend *be = &pd_backend_cpu;
+    static const int shapes[][3] = {{128, 512, 784}, {784, 512, 128}, {130, 33, 1000}, {37, 700, 300}};
+    uint64_t rng = 11;
+    for (size_t s = 0; s < PD_COUNT(shapes); s++)
+        for (int t = 0; t < 8; t++) {
+            int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ta = t & 1, tb = (t >> 1) & 1;
+            float beta = (t >> 2) ? 1.f : 0.f;
+            float *a = malloc((size_t)m * k * sizeof *a), *b = malloc((size_t)k * n * sizeof *b);
+            float *c1 = malloc((size_t)m * n * sizeof *c1), *c2 = malloc((size_t)m * n * sizeof *c2);
+            for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+            for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+            for (size_t i = 0; i < (size_t)m * n; i++) c1[i] = c2[i] = (float)pd_rng_uniform(&rng);
+            int lda = ta ? m : k, ldb = tb ? k : n;
+            pd_blas_threads(3); /* cut in three */
+            be->gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, beta, c1, n);
+            pd_blas_threads(1); /* whole */
+            be->gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, beta, c2, n);
+            for (size_t i = 0; i < (size_t)m * n; i++)
+                if (fabsf(c1[i] - c2[i]) > 1e-6f * (float)k)
+                    pd_test_fail(__FILE__, __LINE__, "%dx%dx%d ta %d tb %d beta %g: element %zu %.9g != %.9g", m, n,
+                                 k, ta, tb, beta, i, c1[i], c2[i]);
+            free(a);
+            free(b);
+            free(c1);
+            free(c2);
+        }
+}
+
 PD_TEST(fc_forward_by_hand)
 {
     static const float xv[2][3] = {{1, 2, 3}, {-1, 0, 0.5f}};
