@@ -60,6 +60,13 @@ typedef struct pd_backend {
     /* dx = dy * act'(from y), in place allowed (dx == dy) */
     void (*act_backward)(int act, float *dx, const float *y, const float *dy,
                          int rows, int cols);
+    /* The fc layer's tail in one pass over its output: y = act(y + b), in
+     * place; b (cols floats) may be NULL for no bias */
+    void (*bias_act_forward)(int act, float *y, const float *b, int rows, int cols);
+    /* and its backward: dy = dy * act'(from y) in place, then db = (acc:
+     * db +) the column sums of that dy; db may be NULL for no bias */
+    void (*act_bias_backward)(int act, float *dy, const float *y, float *db, int acc,
+                              int rows, int cols);
 
     /* out[i] = table[ids[i]] (n rows of dim) */
     void (*gather)(float *out, const float *table, const int32_t *ids, int n, int dim);

@@ -7,14 +7,18 @@
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* OpenBLAS extensions (declared in its cblas.h, repeated for clarity) */
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
 void openblas_set_num_threads(int);
+int openblas_get_num_threads(void);
 
 static void *cpu_alloc(size_t bytes)
 {
@@ -56,6 +60,164 @@ static void small_gemm(int ta, int tb, int m, int n, int k, float alpha, const f
         }
 }
 
+/* --- products cut between threads --------------------------------------------------
+ *
+ * OpenBLAS's own threads wait for work spinning in sched_yield, and this
+ * build (NUM_THREADS=64) mallocs half a megabyte of job table for every
+ * threaded product, which musl maps and unmaps each time: for the small
+ * products of a training step both cost as much as the arithmetic. So
+ * OpenBLAS runs single-threaded, and a product big enough to share is cut
+ * here into one block of rows or columns of C per thread; the caller
+ * computes the first block, the workers the others. A block is computed as
+ * OpenBLAS would compute it inside the whole product (the same sums over k,
+ * in the same order). Workers spin a little before they sleep, as the next
+ * product of a step usually follows within microseconds. */
+
+#define SPLIT_GEMM (1L << 21) /* m * n * k below which one thread does it all */
+#define MAX_THREADS 16
+#define SPIN_NS 200000        /* how long a worker or the caller spins before it sleeps */
+
+typedef struct gemm_part {
+    int ta, tb, m, n, k;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    int lda, ldb, ldc;
+} gemm_part;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    int nthreads;             /* threads a product is cut among, caller included (0: not decided) */
+    int nworkers;             /* workers started */
+    int nparts;               /* parts of the current product */
+    unsigned long gen;        /* counts products handed to the workers */
+    int pending;              /* workers' parts not done yet */
+    gemm_part part[MAX_THREADS];
+    unsigned long born[MAX_THREADS]; /* gen when each worker was started */
+} gp = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, {{0}}, {0}};
+
+static void run_part(const gemm_part *p)
+{
+    cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, p->m, p->n,
+                p->k, p->alpha, p->a, p->lda, p->b, p->ldb, p->beta, p->c, p->ldc);
+}
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* Spin until the int at *word is 0 (is_gen 0), or until the unsigned long
+ * at *word differs from old (is_gen 1), for at most SPIN_NS; returns
+ * whether it happened. */
+static int spin_for(const void *word, int is_gen, unsigned long old)
+{
+    double until = 0;
+    for (unsigned i = 0;; i++) {
+        if (is_gen ? __atomic_load_n((const unsigned long *)word, __ATOMIC_ACQUIRE) != old
+                   : __atomic_load_n((const int *)word, __ATOMIC_ACQUIRE) == 0)
+            return 1;
+        if ((i & 63) == 0) {
+            double t = now_ns();
+            if (until == 0) until = t + SPIN_NS;
+            else if (t > until) return 0;
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
+static void *worker(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    pthread_mutex_lock(&gp.mu);
+    unsigned long seen = gp.born[id]; /* products from the next one on are for it */
+    pthread_mutex_unlock(&gp.mu);
+    for (;;) {
+        int changed = spin_for(&gp.gen, 1, seen);
+        pthread_mutex_lock(&gp.mu);
+        while (!changed && gp.gen == seen) pthread_cond_wait(&gp.go, &gp.mu);
+        seen = gp.gen;
+        int mine = id < gp.nparts; /* a product may be cut in fewer parts than threads */
+        pthread_mutex_unlock(&gp.mu);
+        if (!mine) continue;
+        run_part(&gp.part[id]);
+        if (__atomic_sub_fetch(&gp.pending, 1, __ATOMIC_ACQ_REL) == 0) {
+            pthread_mutex_lock(&gp.mu);
+            pthread_cond_signal(&gp.done);
+            pthread_mutex_unlock(&gp.mu);
+        }
+    }
+    return NULL;
+}
+
+/* A forked child has none of its parent's workers. */
+static void pool_after_fork(void)
+{
+    pthread_mutex_init(&gp.mu, NULL);
+    pthread_cond_init(&gp.go, NULL);
+    pthread_cond_init(&gp.done, NULL);
+    gp.nworkers = 0;
+    gp.pending = 0;
+}
+
+static void openblas_nothreads_init(void)
+{
+    if (gp.nthreads == 0) gp.nthreads = openblas_get_num_threads();
+    if (gp.nthreads < 1) gp.nthreads = 1;
+    if (gp.nthreads > MAX_THREADS) gp.nthreads = MAX_THREADS;
+    openblas_set_num_threads(1);
+    pthread_atfork(NULL, NULL, pool_after_fork);
+}
+
+/* Threads for products: decided at the first (OpenBLAS's own count, which
+ * follows OPENBLAS_NUM_THREADS), then OpenBLAS is made single-threaded;
+ * workers are started as needed. Returns the threads to cut a product for. */
+static int pool_threads(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, openblas_nothreads_init);
+    while (gp.nworkers < gp.nthreads - 1) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        gp.born[gp.nworkers + 1] = gp.gen;
+        int rc = pthread_create(&t, &attr, worker, (void *)(intptr_t)(gp.nworkers + 1));
+        pthread_attr_destroy(&attr);
+        if (rc) {
+            gp.nthreads = gp.nworkers + 1; /* make do with those there are */
+            break;
+        }
+        gp.nworkers++;
+    }
+    return gp.nthreads;
+}
+
+/* Part i of p cut in parts blocks of rows (or columns) of C, at multiples
+ * of 16 so that no block but the last has a ragged edge for the kernels. */
+static void cut(const gemm_part *p, int by_rows, int parts, int i, gemm_part *out)
+{
+    int len = by_rows ? p->m : p->n;
+    int step = ((len + parts - 1) / parts + 15) / 16 * 16;
+    int lo = PD_MIN(len, i * step), hi = PD_MIN(len, lo + step);
+    *out = *p;
+    if (by_rows) {
+        out->m = hi - lo;
+        out->a = p->ta ? p->a + lo : p->a + (size_t)lo * p->lda;
+        out->c = p->c + (size_t)lo * p->ldc;
+    } else {
+        out->n = hi - lo;
+        out->b = p->tb ? p->b + (size_t)lo * p->ldb : p->b + lo;
+        out->c = p->c + lo;
+    }
+}
+
+/* Products are driven from one thread at a time (the trainer's). */
 static void cpu_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc)
 {
@@ -64,8 +226,28 @@ static void cpu_gemm(int ta, int tb, int m, int n, int k, float alpha, const flo
         small_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_part whole = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc};
+    int threads = pool_threads();
+    /* cut the larger side of C: each thread packs the whole of the other operand */
+    int by_rows = m >= n, len = by_rows ? m : n;
+    int parts = PD_MIN(threads, (len + 15) / 16);
+    if ((long)m * n * k < SPLIT_GEMM || parts < 2) {
+        run_part(&whole);
+        return;
+    }
+    pthread_mutex_lock(&gp.mu);
+    for (int i = 0; i < parts; i++) cut(&whole, by_rows, parts, i, &gp.part[i]);
+    gp.nparts = parts;
+    __atomic_store_n(&gp.pending, parts - 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&gp.gen, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&gp.go);
+    pthread_mutex_unlock(&gp.mu);
+    run_part(&gp.part[0]);
+    if (!spin_for(&gp.pending, 0, 0)) {
+        pthread_mutex_lock(&gp.mu);
+        while (__atomic_load_n(&gp.pending, __ATOMIC_ACQUIRE) != 0) pthread_cond_wait(&gp.done, &gp.mu);
+        pthread_mutex_unlock(&gp.mu);
+    }
 }
 
 static void cpu_axpy(size_t n, float alpha, const float *x, float *y)
@@ -150,6 +332,73 @@ static void cpu_act_backward(int act, float *dx, const float *y, const float *dy
         }
         break;
     default: PD_ASSERT(!"unknown activation");
+    }
+}
+
+/* Rows are done one at a time, so that the bias add, the activation and
+ * (backward) the bias gradient read the row while it is in cache. */
+static void cpu_bias_act_forward(int act, float *y, const float *b, int rows, int cols)
+{
+    if (!b) {
+        cpu_act_forward(act, y, y, rows, cols);
+        return;
+    }
+    for (int r = 0; r < rows; r++) {
+        float *restrict yr = y + (size_t)r * cols;
+        switch (act) {
+        case PD_ACT_LINEAR:
+            for (int c = 0; c < cols; c++) yr[c] += b[c];
+            break;
+        case PD_ACT_RELU:
+            for (int c = 0; c < cols; c++) {
+                float v = yr[c] + b[c];
+                yr[c] = v > 0 ? v : 0;
+            }
+            break;
+        case PD_ACT_SIGMOID:
+            for (int c = 0; c < cols; c++) yr[c] = 1.f / (1.f + expf(-(yr[c] + b[c])));
+            break;
+        case PD_ACT_TANH:
+            for (int c = 0; c < cols; c++) yr[c] = fast_tanh(yr[c] + b[c]);
+            break;
+        case PD_ACT_SOFTMAX:
+            for (int c = 0; c < cols; c++) yr[c] += b[c];
+            cpu_act_forward(act, yr, yr, 1, cols);
+            break;
+        default: PD_ASSERT(!"unknown activation");
+        }
+    }
+}
+
+static void cpu_act_bias_backward(int act, float *dy, const float *y, float *db, int acc, int rows, int cols)
+{
+    if (!db) {
+        cpu_act_backward(act, dy, y, dy, rows, cols);
+        return;
+    }
+    if (!acc) memset(db, 0, (size_t)cols * sizeof *db);
+    for (int r = 0; r < rows; r++) {
+        float *restrict d = dy + (size_t)r * cols;
+        const float *restrict yr = y + (size_t)r * cols;
+        float *restrict g = db;
+        switch (act) {
+        case PD_ACT_LINEAR:
+            break;
+        case PD_ACT_RELU:
+            for (int c = 0; c < cols; c++) d[c] = yr[c] > 0 ? d[c] : 0;
+            break;
+        case PD_ACT_SIGMOID:
+            for (int c = 0; c < cols; c++) d[c] = d[c] * yr[c] * (1 - yr[c]);
+            break;
+        case PD_ACT_TANH:
+            for (int c = 0; c < cols; c++) d[c] = d[c] * (1 - yr[c] * yr[c]);
+            break;
+        case PD_ACT_SOFTMAX:
+            cpu_act_backward(act, d, yr, d, 1, cols);
+            break;
+        default: PD_ASSERT(!"unknown activation");
+        }
+        for (int c = 0; c < cols; c++) g[c] += d[c];
     }
 }
 
@@ -446,7 +695,14 @@ const char *pd_blas_version(void)
 }
 
 const char *pd_blas_core(void) { return openblas_get_corename(); }
-void pd_blas_threads(int n) { openblas_set_num_threads(n); }
+/* Threads for the products, set before training (the recipe's threads). */
+void pd_blas_threads(int n)
+{
+    pthread_mutex_lock(&gp.mu);
+    gp.nthreads = PD_MAX(1, PD_MIN(n, MAX_THREADS));
+    pthread_mutex_unlock(&gp.mu);
+    openblas_set_num_threads(1);
+}
 
 const pd_backend pd_backend_cpu = {
     .name = "cpu",
@@ -465,6 +721,8 @@ const pd_backend pd_backend_cpu = {
     .bias_grad = cpu_bias_grad,
     .act_forward = cpu_act_forward,
     .act_backward = cpu_act_backward,
+    .bias_act_forward = cpu_bias_act_forward,
+    .act_bias_backward = cpu_act_bias_backward,
     .gather = cpu_gather,
     .scatter_add = cpu_scatter_add,
     .seq_pool_forward = cpu_seq_pool_forward,

@@ -356,6 +356,26 @@ static void cu_act_backward(int act, float *dx, const float *y, const float *dy,
     PD_ASSERT(!"unknown activation");
 }
 
+/* The fc layer's tail: the bias, then the activation, in place. */
+static void cu_bias_act_forward(int act, float *y, const float *b, int rows, int cols)
+{
+    if (b) cu_add_bias(y, b, rows, cols);
+    if (act != PD_ACT_LINEAR) cu_act_forward(act, y, y, rows, cols);
+}
+
+/* dy = dy * act'(y), then db = (acc: db +) dy^T 1 by one sgemv. */
+static void cu_act_bias_backward(int act, float *dy, const float *y, float *db, int acc, int rows, int cols)
+{
+    if (act != PD_ACT_LINEAR) cu_act_backward(act, dy, y, dy, rows, cols);
+    if (!db || cols == 0) return;
+    if (rows == 0) {
+        if (!acc) cu_zero(db, (size_t)cols * sizeof *db);
+        return;
+    }
+    const float one = 1.f, beta = acc ? 1.f : 0.f;
+    CKB(cublasSgemv(blas, CUBLAS_OP_N, cols, rows, &one, dy, cols, ones_of((size_t)rows), 1, &beta, db, 1));
+}
+
 /* --- embedding rows ---------------------------------------------------------------- */
 
 static __global__ void k_gather(float *out, const float *table, const int32_t *ids, int n, int dim)
@@ -793,6 +813,8 @@ static const pd_backend cuda_backend = {
     .bias_grad = cu_bias_grad,
     .act_forward = cu_act_forward,
     .act_backward = cu_act_backward,
+    .bias_act_forward = cu_bias_act_forward,
+    .act_bias_backward = cu_act_bias_backward,
     .gather = cu_gather,
     .scatter_add = cu_scatter_add,
     .seq_pool_forward = cu_seq_pool_forward,

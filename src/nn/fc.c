@@ -23,8 +23,7 @@ static int forward(pd_layer *l)
     if ((rc = pd_layer_reserve(l, l->rows)) < 0) return rc;
     be->gemm(0, 0, l->rows, l->size, x->size, 1.f, x->out, x->size, l->p[0]->w, l->size, 0.f, l->out,
              l->size);
-    if (l->p[1]) be->add_bias(l->out, l->p[1]->w, l->rows, l->size);
-    be->act_forward(pd_act_from_name(l->d->act), l->out, l->out, l->rows, l->size);
+    be->bias_act_forward(pd_act_from_name(l->d->act), l->out, l->p[1] ? l->p[1]->w : NULL, l->rows, l->size);
     return 0;
 }
 
@@ -32,15 +31,15 @@ static int backward(pd_layer *l)
 {
     pd_layer *x = l->in[0];
     const pd_backend *be = l->be;
-    /* grad := d cost / d pre-activation, in place */
-    be->act_backward(pd_act_from_name(l->d->act), l->grad, l->out, l->grad, l->rows, l->size);
-    /* dW += x^T * grad; db += sum of grad rows; dx += grad * W^T */
-    be->gemm(1, 0, x->size, l->size, l->rows, 1.f, x->out, x->size, l->grad, l->size, 1.f, l->p[0]->g,
+    pd_param *w = l->p[0], *b = l->p[1];
+    /* grad := d cost / d pre-activation, in place; db (+)= sum of its rows */
+    be->act_bias_backward(pd_act_from_name(l->d->act), l->grad, l->out, b ? b->g : NULL,
+                          b ? pd_param_grad_beta(b) != 0 : 0, l->rows, l->size);
+    /* dW (+)= x^T * grad; dx += grad * W^T */
+    be->gemm(1, 0, x->size, l->size, l->rows, 1.f, x->out, x->size, l->grad, l->size, pd_param_grad_beta(w), w->g,
              l->size);
-    if (l->p[1]) be->bias_grad(l->p[1]->g, l->grad, l->rows, l->size);
     if (x->grad)
-        be->gemm(0, 1, l->rows, x->size, l->size, 1.f, l->grad, l->size, l->p[0]->w, l->size, 1.f, x->grad,
-                 x->size);
+        be->gemm(0, 1, l->rows, x->size, l->size, 1.f, l->grad, l->size, w->w, l->size, 1.f, x->grad, x->size);
     return 0;
 }
 

@@ -713,12 +713,15 @@ double pd_net_mean(pd_net *net, int layer)
     return s / l->rows;
 }
 
+/* Dense gradients are not zeroed: their first writer overwrites them
+ * (pd_param_grad_beta), and zero_unwritten_grads() zeroes those that no
+ * layer wrote. Sparse ones have their touched rows zeroed. */
 static void zero_param_grads(pd_net *net)
 {
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
         if (!p->sparse) {
-            net->be->zero(p->g, (size_t)p->rows * p->cols * sizeof(float));
+            p->g_stale = 1;
             continue;
         }
         for (int k = 0; k < p->ntouched; k++) {
@@ -726,6 +729,16 @@ static void zero_param_grads(pd_net *net)
             p->mark[p->touched[k]] = 0;
         }
         p->ntouched = 0;
+    }
+}
+
+static void zero_unwritten_grads(pd_net *net)
+{
+    for (int i = 0; i < net->nparams; i++) {
+        pd_param *p = &net->params[i];
+        if (p->sparse || !p->g_stale) continue;
+        net->be->zero(p->g, (size_t)p->rows * p->cols * sizeof(float));
+        p->g_stale = 0;
     }
 }
 
@@ -751,6 +764,7 @@ int pd_net_backward(pd_net *net)
         if (!live[i] || l->is_data) continue;
         if ((rc = l->ops->backward(l)) < 0) break;
     }
+    zero_unwritten_grads(net);
     free(live);
     return rc;
 }

@@ -36,6 +36,8 @@ typedef struct pd_param {
     pd_init init;
     float *w, *g;       /* values and gradient, [rows, cols] on the backend */
     float *s1, *s2;     /* optimizer state, allocated on first update */
+    int g_stale;        /* dense: g still holds the last step's gradient; the
+                         * first write of a backward overwrites it (beta 0) */
     /* sparse parameters: which rows have a gradient this step (host) */
     int32_t *touched;
     int ntouched, cap_touched;
@@ -137,7 +139,8 @@ int pd_net_forward_to(pd_net *net, int layer);
 void pd_net_live(const pd_net *net, int layer, uint8_t *live);
 /* Mean over the batch of a layer's per-sample output (costs, metrics). */
 double pd_net_mean(pd_net *net, int layer);
-/* Zero parameter gradients, then backpropagate the cost. 0 or < 0. */
+/* Backpropagate the cost into the parameter gradients (a parameter that no
+ * layer gives a gradient gets zeros). 0 or < 0. */
 int pd_net_backward(pd_net *net);
 /* Apply the optimizer to every parameter (local training). step counts
  * updates from 1. 0, or PD_ENOMEM when the optimizer's state cannot be
@@ -169,6 +172,15 @@ int pd_layer_need_param(const pd_layer *l, int j, int rows, int cols);
 /* The setup of cross_entropy, softmax_cross_entropy, classification_error:
  * a dense prediction of C classes and an id label of range C. */
 int pd_layer_class_setup(pd_layer *l);
+/* The beta with which a layer adds its share into dense parameter p's
+ * gradient: 0 for the first share of a backward (g held the last step's
+ * gradient, not zeros), 1 for the shares after it (a shared parameter). */
+static inline float pd_param_grad_beta(pd_param *p)
+{
+    float beta = p->g_stale ? 0.f : 1.f;
+    p->g_stale = 0;
+    return beta;
+}
 /* Record that rows ids[0..n) of sparse parameter p get gradient (host ids). */
 void pd_param_touch(pd_param *p, const int32_t *ids, int n);
 

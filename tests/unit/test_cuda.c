@@ -335,6 +335,43 @@ PD_TEST(cuda_activations)
     pfree(y);
 }
 
+/* the fc layer's fused tail: bias and activation, activation derivative and
+ * bias gradient (written, then accumulated) */
+PD_TEST(cuda_bias_act)
+{
+    need_cuda();
+    static const int shapes[][2] = {{19, 1}, {7, 33}, {70, 64}, {3, 1000}};
+    char what[64];
+    for (int act = PD_ACT_LINEAR; act <= PD_ACT_SOFTMAX; act++)
+        for (size_t s = 0; s < PD_COUNT(shapes); s++) {
+            int rows = shapes[s][0], cols = shapes[s][1];
+            size_t n = (size_t)rows * cols;
+            pair y = rnd(n, -3, 3), b = rnd((size_t)cols, -1, 1), dy = rnd(n, -1, 1), db = rnd((size_t)cols, -1, 1);
+            cpu->bias_act_forward(act, y.h, b.h, rows, cols);
+            gpu->bias_act_forward(act, y.d, b.d, rows, cols);
+            snprintf(what, sizeof what, "%s bias_act_forward %dx%d", act_names[act], rows, cols);
+            SAME(what, y);
+            for (int acc = 0; acc <= 1; acc++) {
+                cpu->act_bias_backward(act, dy.h, y.h, db.h, acc, rows, cols);
+                gpu->act_bias_backward(act, dy.d, y.d, db.d, acc, rows, cols);
+                snprintf(what, sizeof what, "%s act_bias_backward %dx%d acc %d", act_names[act], rows, cols, acc);
+                SAME(what, dy);
+                same_floor_at(__FILE__, __LINE__, what, db.h, db.d, db.n, 1e-2 * rows);
+            }
+            /* no bias */
+            cpu->bias_act_forward(act, y.h, NULL, rows, cols);
+            gpu->bias_act_forward(act, y.d, NULL, rows, cols);
+            SAME("bias_act_forward without a bias", y);
+            cpu->act_bias_backward(act, dy.h, y.h, NULL, 0, rows, cols);
+            gpu->act_bias_backward(act, dy.d, y.d, NULL, 0, rows, cols);
+            SAME("act_bias_backward without a bias", dy);
+            pfree(y);
+            pfree(b);
+            pfree(dy);
+            pfree(db);
+        }
+}
+
 PD_TEST(cuda_gather_scatter)
 {
     need_cuda();

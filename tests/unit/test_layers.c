@@ -688,6 +688,74 @@ PD_TEST(classification_error_forward)
 }
 
 /* x [2x3] -> fc(2) with known weights; every activation by hand */
+/* The fc layer's fused tail gives, bit for bit, what its separate ops give:
+ * the bias then the activation; the activation's derivative then the bias
+ * gradient, accumulated or written. */
+PD_TEST(fc_fused_tail_matches_ops)
+{
+    const pd_backend *be = &pd_backend_cpu;
+    enum { ROWS = 9, COLS = 37, N = ROWS * COLS };
+    static float y0[N], y1[N], y2[N], b[COLS], d1[N], d2[N], g1[COLS], g2[COLS];
+    uint64_t rng = 7;
+    for (int act = PD_ACT_LINEAR; act <= PD_ACT_SOFTMAX; act++) {
+        for (int i = 0; i < N; i++) y0[i] = (float)(pd_rng_uniform(&rng) * 6 - 3);
+        for (int c = 0; c < COLS; c++) b[c] = (float)(pd_rng_uniform(&rng) * 2 - 1);
+        memcpy(y1, y0, sizeof y0);
+        memcpy(y2, y0, sizeof y0);
+        be->add_bias(y1, b, ROWS, COLS);
+        be->act_forward(act, y1, y1, ROWS, COLS);
+        be->bias_act_forward(act, y2, b, ROWS, COLS);
+        CHECK(memcmp(y1, y2, sizeof y1) == 0);
+        for (int acc = 0; acc <= 1; acc++) {
+            for (int i = 0; i < N; i++) d1[i] = d2[i] = (float)(pd_rng_uniform(&rng) * 2 - 1);
+            for (int c = 0; c < COLS; c++) g1[c] = g2[c] = acc ? (float)pd_rng_uniform(&rng) : 0;
+            be->act_backward(act, d1, y1, d1, ROWS, COLS);
+            be->bias_grad(g1, d1, ROWS, COLS);
+            if (!acc) g2[0] = 12345; /* written, not added to */
+            be->act_bias_backward(act, d2, y2, g2, acc, ROWS, COLS);
+            CHECK(memcmp(d1, d2, sizeof d1) == 0);
+            CHECK(memcmp(g1, g2, sizeof g1) == 0);
+        }
+        memcpy(y2, y0, sizeof y0);
+        be->act_forward(act, y1, y0, ROWS, COLS);
+        be->bias_act_forward(act, y2, NULL, ROWS, COLS);
+        CHECK(memcmp(y1, y2, sizeof y1) == 0);
+    }
+}
+
+/* A product big enough to be cut between threads gives what OpenBLAS
+ * gives for it whole, for every transpose and both betas, to float
+ * rounding (OpenBLAS's blocking of a block differs from the whole's). */
+PD_TEST(cpu_gemm_cut_matches_whole)
+{
+    const pd_backend *be = &pd_backend_cpu;
+    static const int shapes[][3] = {{128, 512, 784}, {784, 512, 128}, {130, 33, 1000}, {37, 700, 300}};
+    uint64_t rng = 11;
+    for (size_t s = 0; s < PD_COUNT(shapes); s++)
+        for (int t = 0; t < 8; t++) {
+            int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ta = t & 1, tb = (t >> 1) & 1;
+            float beta = (t >> 2) ? 1.f : 0.f;
+            float *a = malloc((size_t)m * k * sizeof *a), *b = malloc((size_t)k * n * sizeof *b);
+            float *c1 = malloc((size_t)m * n * sizeof *c1), *c2 = malloc((size_t)m * n * sizeof *c2);
+            for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+            for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+            for (size_t i = 0; i < (size_t)m * n; i++) c1[i] = c2[i] = (float)pd_rng_uniform(&rng);
+            int lda = ta ? m : k, ldb = tb ? k : n;
+            pd_blas_threads(3); /* cut in three */
+            be->gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, beta, c1, n);
+            pd_blas_threads(1); /* whole */
+            be->gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, beta, c2, n);
+            for (size_t i = 0; i < (size_t)m * n; i++)
+                if (fabsf(c1[i] - c2[i]) > 1e-6f * (float)k)
+                    pd_test_fail(__FILE__, __LINE__, "%dx%dx%d ta %d tb %d beta %g: element %zu %.9g != %.9g", m, n,
+                                 k, ta, tb, beta, i, c1[i], c2[i]);
+            free(a);
+            free(b);
+            free(c1);
+            free(c2);
+        }
+}
+
 PD_TEST(fc_forward_by_hand)
 {
     static const float xv[2][3] = {{1, 2, 3}, {-1, 0, 0.5f}};
