@@ -2,7 +2,7 @@
  * ps_bench.c - pserver dense push+pull bandwidth against raw loopback TCP,
  * both measured in this run.
  *
- *     build/musl/ps_bench [floats]      (default 10M floats: 40 MB each way)
+ *     build/musl/ps_bench [floats [steps]]   (default 10M floats: 40 MB each way; 10 steps)
  *
  * Raw: one process streams bytes to another over 127.0.0.1 (one TCP stream).
  * Pserver: one trainer pushes a gradient of N floats and pulls the new
@@ -112,7 +112,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", pd_err_msg());
         return 1;
     }
-    int steps = 10;
+    int steps = argc > 2 ? atoi(argv[2]) : 10;
+    if (steps < 1) steps = 10;
     pd_client_step(&c, &net); /* warm up */
     double t0 = pd_now();
     for (int i = 0; i < steps; i++)
