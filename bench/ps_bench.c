@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,6 +94,7 @@ int main(int argc, char **argv)
     if (pipe(p) < 0) return 1;
     pid_t server = fork();
     if (server == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan if the bench fails */
         close(p[0]);
         pd_server_opts o = {.id = 0, .npservers = 1, .ntrainers = 1, .bind_addr = "127.0.0.1", .ready_fd = p[1]};
         memcpy(o.secret, secret, PD_SECRET);

@@ -115,6 +115,8 @@ static int handshake(pd_client *c, pd_conn *k, int server, const uint8_t *secret
     return 0;
 }
 
+static void *place_values(void *ctx, const pd_frame *h);
+
 int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps, int np, int trainer,
                       const uint8_t *secret, const uint8_t *job, double timeout)
 {
@@ -149,6 +151,8 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
                 continue;
             }
             pd_conn_init(&c->conns[i], fd, PD_MAX_FRAME);
+            c->conns[i].place = place_values;
+            c->conns[i].place_ctx = c;
         }
         if (nmissing == 0) break;
         if (pd_now() - start > timeout) {
@@ -186,6 +190,7 @@ void pd_client_free(pd_client *c)
     free(c->ids);
     free(c->host);
     free(c->heard);
+    free(c->fed);
     memset(c, 0, sizeof *c);
 }
 
@@ -237,6 +242,38 @@ int pd_client_heartbeat(pd_client *c)
 }
 
 static int on_step_reply(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
+static const float *host_view(pd_client *c, pd_net *net, const float *dev, size_t off, size_t n);
+
+/*
+ * The dense gradients of a step are queued as their connection's output
+ * drains, not all at once: the pservers apply the first blocks while the
+ * next are checksummed and sent, and most go from the gradients straight to
+ * the socket (pd_conn_queue). all: queue every block left now.
+ */
+static int feed(pd_client *c, int all)
+{
+    pd_net *net = c->feeding;
+    if (!net) return 0;
+    const pd_layout *l = c->lay;
+    int left = 0;
+    for (int k = c->feed_first; k < l->nblocks; k++) {
+        if (c->fed[k]) continue;
+        pd_conn *conn = dense_conn(c, k);
+        if (!all && conn->out_len > conn->out_off) {
+            left = 1;
+            continue;
+        }
+        const pd_lblock *b = &l->blocks[k];
+        pd_param *p = &net->params[c->net_param[b->param]];
+        const float *g = host_view(c, net, p->g, b->off, (size_t)b->len);
+        int rc = pd_conn_queue(conn, PD_MSG_PUSH_BLOCK, (uint32_t)k, 0, g, (size_t)b->len * 4, NULL, 0);
+        if (rc < 0) return pd_err_wrap(rc, "pserver %d", pd_block_owner(l, k));
+        c->fed[k] = 1;
+        if (!left) c->feed_first = k + 1;
+    }
+    if (!left) c->feeding = NULL;
+    return 0;
+}
 
 /* Send everything queued and read replies until *pending is 0. Replies of a
  * posted step (c->inflight) that come first are applied on the way. */
@@ -247,18 +284,27 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
     int rc = 0;
     double deadline = pd_now() + c->timeout;
     double last_note = pd_now();
+    c->recv_net = net;
     for (;;) {
         int want_out = 0;
-        for (int i = 0; i < n; i++) {
-            pd_conn *k = &c->conns[i];
-            if (k->out_len > k->out_off) {
-                if ((rc = pd_conn_flush(k)) < 0) {
-                    pd_err_wrap(rc, "pserver %d", i / c->nper);
-                    goto out;
+        /* feed and flush until every connection waits on its socket or
+         * every block is queued */
+        for (int drained = 1; drained;) {
+            if ((rc = feed(c, 0)) < 0) goto out;
+            drained = 0;
+            want_out = 0;
+            for (int i = 0; i < n; i++) {
+                pd_conn *k = &c->conns[i];
+                if (k->out_len > k->out_off) {
+                    if ((rc = pd_conn_flush(k)) < 0) {
+                        pd_err_wrap(rc, "pserver %d", i / c->nper);
+                        goto out;
+                    }
+                    if (rc == 0) want_out = 1;
+                    else drained = c->feeding != NULL;
                 }
-                if (rc == 0) want_out = 1;
+                rc = 0;
             }
-            rc = 0;
         }
         if (*pending == 0 && !want_out) break;
         if ((rc = heartbeat_due(c)) < 0 || (rc = silent_pserver(c)) < 0) goto out;
@@ -321,6 +367,7 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
         }
     }
 out:
+    c->recv_net = NULL;
     free(pfd);
     for (int i = 0; i < n; i++) {
         c->bytes_in = 0;
@@ -373,7 +420,22 @@ static const float *host_view(pd_client *c, pd_net *net, const float *dev, size_
 
 static void store(pd_net *net, float *dev, size_t off, const void *src, size_t n)
 {
-    net->be->upload(dev + off, src, n * sizeof(float));
+    if (src != dev + off) net->be->upload(dev + off, src, n * sizeof(float));
+}
+
+/* A block's new values are received straight into the parameter when it
+ * lives in host memory (proto.h: pd_conn.place); anything else goes to the
+ * connection's buffer and is checked by the reply's handler. */
+static void *place_values(void *ctx, const pd_frame *h)
+{
+    pd_client *c = ctx;
+    pd_net *net = c->inflight > 0 ? c->posted : c->recv_net;
+    const pd_layout *l = c->lay;
+    if (!net || !net->be->host_memory || !c->net_param || h->type != PD_MSG_BLOCK_VALUES ||
+        h->a >= (uint32_t)l->nblocks || h->len != (uint32_t)l->blocks[h->a].len * 4)
+        return NULL;
+    const pd_lblock *b = &l->blocks[h->a];
+    return net->params[c->net_param[b->param]].w + b->off;
 }
 
 static int on_block_values(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
@@ -771,12 +833,12 @@ static int queue_step(pd_client *c, pd_net *net, int *pending)
     const pd_layout *l = c->lay;
     int rc;
     if ((rc = map_params(c, net)) < 0) return rc;
-    for (int k = 0; k < l->nblocks; k++) {
-        const pd_lblock *b = &l->blocks[k];
-        pd_param *p = &net->params[c->net_param[b->param]];
-        const float *g = host_view(c, net, p->g, b->off, (size_t)b->len);
-        pd_conn_queue(dense_conn(c, k), PD_MSG_PUSH_BLOCK, (uint32_t)k, 0, g, (size_t)b->len * 4, NULL, 0);
-        (*pending)++;
+    if (l->nblocks > 0) {
+        if (!c->fed) c->fed = pd_xmalloc((size_t)l->nblocks);
+        memset(c->fed, 0, (size_t)l->nblocks);
+        c->feed_first = 0;
+        c->feeding = net;
+        *pending += l->nblocks;
     }
     for (int t = 0; t < l->ntables; t++) {
         pd_param *p = &net->params[c->net_param[l->tables[t]]];
@@ -823,6 +885,9 @@ int pd_client_post_step(pd_client *c, pd_net *net)
     if ((rc = drain(c)) < 0 || (rc = queue_step(c, net, &pending)) < 0) return rc;
     c->inflight = pending;
     c->posted = net;
+    /* the next batch's backward overwrites the gradients: every block is
+     * queued (or sent) before this returns */
+    if ((rc = feed(c, 1)) < 0) return rc;
     /* send what the sockets take now; the rest goes with the next exchange */
     for (int i = 0; i < c->np * c->nper; i++) {
         pd_conn *k = &c->conns[i];

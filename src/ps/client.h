@@ -45,6 +45,10 @@ typedef struct pd_client {
     long step;              /* the pservers' step count after the last step (sync: the global step) */
     int inflight;           /* replies of the step pd_client_post_step sent, not read yet */
     pd_net *posted;         /* the net they update */
+    pd_net *recv_net;       /* the net the exchange under way stores values in */
+    pd_net *feeding;        /* the net whose dense gradients are being queued, or NULL */
+    uint8_t *fed;           /* per block: queued in this step */
+    int feed_first;         /* blocks before it are all queued */
     long resume_step;       /* after init: the checkpoint the pservers resumed from, or -1 */
     int resume_pass, resume_batch; /* and this trainer's position in it */
 } pd_client;

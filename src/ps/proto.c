@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define K 0x9E3779B97F4A7C15ull
@@ -158,7 +159,8 @@ int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)
             if (c->cur.len > c->max_frame)
                 return pd_err_set(PD_ERANGE, "%s frame of %u bytes is over the %zu limit", pd_msg_name(c->cur.type),
                                   c->cur.len, c->max_frame);
-            if (c->cur.len > c->in_cap) {
+            c->dst = c->place && c->cur.len ? c->place(c->place_ctx, &c->cur) : NULL;
+            if (!c->dst && c->cur.len > c->in_cap) {
                 free(c->in);
                 c->in = malloc(c->cur.len);
                 if (!c->in) {
@@ -167,19 +169,20 @@ int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)
                 }
                 c->in_cap = c->cur.len;
             }
+            if (!c->dst) c->dst = c->in;
             c->in_got = 0;
             c->have_hdr = 1;
         }
         if (c->in_got < c->cur.len) {
-            ssize_t n = recv_some(c, c->in + c->in_got, c->cur.len - c->in_got, eof);
+            ssize_t n = recv_some(c, c->dst + c->in_got, c->cur.len - c->in_got, eof);
             if (n <= 0) return (int)n;
             c->in_got += (size_t)n;
             if (c->in_got < c->cur.len) continue;
         }
-        if (pd_checksum(c->in, c->cur.len) != c->cur_sum)
+        if (pd_checksum(c->dst, c->cur.len) != c->cur_sum)
             return pd_err_set(PD_EPROTO, "%s frame of %u bytes: bad checksum", pd_msg_name(c->cur.type), c->cur.len);
         *f = c->cur;
-        f->payload = c->in;
+        f->payload = c->dst;
         c->have_hdr = 0;
         c->hdr_got = 0;
         return 1;
@@ -202,6 +205,48 @@ static void out_reserve(pd_conn *c, size_t more)
     c->out_cap = cap;
 }
 
+static void put_header(uint8_t *h, int type, uint32_t len, uint32_t a, uint32_t b, uint32_t sum)
+{
+    wr32(h, PD_PROTO_MAGIC);
+    h[4] = PD_PROTO_VERSION;
+    h[5] = 0;
+    h[6] = (uint8_t)type;
+    h[7] = (uint8_t)(type >> 8);
+    wr32(h + 8, len);
+    wr32(h + 12, a);
+    wr32(h + 16, b);
+    wr32(h + 20, sum);
+}
+
+/* A frame of one part, at least this long, queued when nothing is waiting
+ * goes to the socket straight from the caller's memory: only what the
+ * socket does not take at once is copied. Smaller frames are copied, to go
+ * out together. */
+#define DIRECT_MIN 16384
+
+static int send_direct(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p, size_t n)
+{
+    uint8_t h[PD_HEADER_SIZE];
+    put_header(h, type, (uint32_t)n, a, b, pd_checksum(p, n));
+    struct iovec iov[2] = {{h, PD_HEADER_SIZE}, {(void *)p, n}};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+    ssize_t k = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0) k = 0; /* full, or an error the next flush reports */
+    c->bytes_out += (uint64_t)k;
+    size_t sent = (size_t)k, total = PD_HEADER_SIZE + n;
+    if (sent == total) return 0;
+    out_reserve(c, total - sent);
+    uint8_t *dst = c->out + c->out_len;
+    if (sent < PD_HEADER_SIZE) {
+        memcpy(dst, h + sent, PD_HEADER_SIZE - sent);
+        dst += PD_HEADER_SIZE - sent;
+        sent = PD_HEADER_SIZE;
+    }
+    memcpy(dst, (const uint8_t *)p + (sent - PD_HEADER_SIZE), total - sent);
+    c->out_len += total - (size_t)k;
+    return 0;
+}
+
 int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1, const void *p2,
                   size_t n2)
 {
@@ -213,25 +258,19 @@ int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, 
     if (c->max_out && unsent + PD_HEADER_SIZE + len > c->max_out)
         return pd_err_set(PD_ERANGE, "%zu bytes of replies unread, over the %zu limit on queued output",
                           unsent + PD_HEADER_SIZE + len, c->max_out);
+    if (n2 == 0 && n1 >= DIRECT_MIN && unsent == 0 && c->fd >= 0) return send_direct(c, type, a, b, p1, n1);
     out_reserve(c, PD_HEADER_SIZE + len);
-    uint8_t *h = c->out + c->out_len;
-    wr32(h, PD_PROTO_MAGIC);
-    h[4] = PD_PROTO_VERSION;
-    h[5] = 0;
-    h[6] = (uint8_t)type;
-    h[7] = (uint8_t)(type >> 8);
-    wr32(h + 8, (uint32_t)len);
-    wr32(h + 12, a);
-    wr32(h + 16, b);
-    uint8_t *body = h + PD_HEADER_SIZE;
+    uint8_t *h = c->out + c->out_len, *body = h + PD_HEADER_SIZE;
+    uint32_t sum;
     if (n2 == 0) {
         /* the common case (one part): copy and checksum in one pass */
-        wr32(h + 20, checksum_copy(body, p1, n1));
+        sum = checksum_copy(body, p1, n1);
     } else {
         if (n1) memcpy(body, p1, n1);
         memcpy(body + n1, p2, n2);
-        wr32(h + 20, pd_checksum(body, len));
+        sum = pd_checksum(body, len);
     }
+    put_header(h, type, (uint32_t)len, a, b, sum);
     c->out_len += PD_HEADER_SIZE + len;
     return 0;
 }

@@ -63,6 +63,12 @@ typedef struct pd_conn {
     uint8_t *out;
     size_t out_len, out_off, out_cap;
     size_t max_out;     /* limit on queued, unsent bytes (0: none) */
+    /* where a frame's payload is received: place(place_ctx, header) returns
+     * f->len bytes to receive it straight into, or NULL for the
+     * connection's buffer; the checksum is checked there afterwards */
+    void *(*place)(void *place_ctx, const pd_frame *header);
+    void *place_ctx;
+    uint8_t *dst;       /* the payload being received */
     /* bytes moved, for benchmarks and logs */
     uint64_t bytes_in, bytes_out;
 } pd_conn;
@@ -75,8 +81,10 @@ void pd_conn_free(pd_conn *c);
 /* Read what the socket has. 1: *f holds a whole frame; 0: more is needed
  * (or EOF when *eof); < 0: a protocol error (message set) - drop the peer. */
 int pd_conn_read(pd_conn *c, pd_frame *f, int *eof);
-/* Append a frame whose payload is p1 then p2 to the output buffer. 0, or
- * PD_ERANGE (message set, nothing queued) when the payload is over
+/* Append a frame whose payload is p1 then p2 to the output buffer; a large
+ * frame of one part queued when nothing waits is sent at once from p1, and
+ * only what the socket does not take is copied (a send error shows at the
+ * next flush). 0, or PD_ERANGE (message set, nothing queued) when the payload is over
  * PD_MAX_FRAME or the unsent output would pass c->max_out. */
 int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1,
                    const void *p2, size_t n2);

@@ -334,13 +334,15 @@ static int complete(server *s, const uint8_t *pushed, int npushed)
     return 1;
 }
 
-static void apply_block(server *s, sblock *b)
+/* Apply the step's gradient g of block b (b->g, or the frame of the only
+ * trainer that pushed it) and send the new values to those that pushed. */
+static void apply_block(server *s, sblock *b, const float *g)
 {
     pd_opt_hyper h = s->hyper;
     h.t = ++b->t;
     s->updates++;
     if (b->npushed > 1) pd_backend_cpu.scale((size_t)b->len, 1.f / (float)b->npushed, b->g);
-    pd_backend_cpu.opt_update(&h, b->w, b->g, b->s1, b->s2, (size_t)b->len);
+    pd_backend_cpu.opt_update(&h, b->w, g, b->s1, b->s2, (size_t)b->len);
     for (int t = 0; t < s->o->ntrainers; t++) {
         if (!b->pushed[t]) continue;
         reply(s, b->wait[t], PD_MSG_BLOCK_VALUES, (uint32_t)b->k, (uint32_t)b->t, b->w,
@@ -379,7 +381,7 @@ static void apply_table(server *s, int ti)
 static void recheck_barriers(server *s)
 {
     for (int i = 0; i < s->nblocks; i++)
-        if (complete(s, s->blocks[i].pushed, s->blocks[i].npushed)) apply_block(s, &s->blocks[i]);
+        if (complete(s, s->blocks[i].pushed, s->blocks[i].npushed)) apply_block(s, &s->blocks[i], s->blocks[i].g);
     for (int t = 0; t < s->lay.ntables; t++)
         if (complete(s, s->tables[t].pushed, s->tables[t].npushed)) apply_table(s, t);
 }
@@ -916,6 +918,33 @@ static int on_keys(server *s, waiter me, int T, pd_frame *f)
     return 0;
 }
 
+/* A trainer's gradient of one dense block: applied when every trainer of
+ * the step pushed it (sync) or at once (async). */
+static int on_push_block(server *s, waiter me, int T, pd_frame *f)
+{
+    sblock *b;
+    int rc;
+    if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_BLOCK before the parameters were initialised");
+    if ((rc = check_block(s, f, &b)) < 0) return rc;
+    if (b->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed block %d twice in one step", T, b->k);
+    if (!all_finite((const float *)f->payload, (size_t)b->len))
+        return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for block %d: refused", T, b->k);
+    b->pushed[T] = 1;
+    b->wait[T] = me;
+    if (b->npushed == 0 && (!s->sync || complete(s, b->pushed, 1))) {
+        /* the only gradient of this update: applied from the frame */
+        b->npushed = 1;
+        apply_block(s, b, (const float *)f->payload);
+        return 0;
+    }
+    /* the first gradient of a step is copied, the others added */
+    if (b->npushed == 0) memcpy(b->g, f->payload, (size_t)b->len * sizeof(float));
+    else pd_backend_cpu.axpy((size_t)b->len, 1.f, (const float *)f->payload, b->g);
+    b->npushed++;
+    if (complete(s, b->pushed, b->npushed)) apply_block(s, b, b->g);
+    return 0;
+}
+
 static int on_frame(server *s, int slot, pd_frame *f)
 {
     sconn *c = &s->conns[slot];
@@ -966,19 +995,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
         reply(s, me, PD_MSG_BLOCK_VALUES, (uint32_t)b->k, (uint32_t)b->t, b->w, (size_t)b->len * sizeof(float));
         return 0;
     case PD_MSG_PUSH_BLOCK:
-        if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_BLOCK before the parameters were initialised");
-        if ((rc = check_block(s, f, &b)) < 0) return rc;
-        if (b->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed block %d twice in one step", T, b->k);
-        if (!all_finite((const float *)f->payload, (size_t)b->len))
-            return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for block %d: refused", T, b->k);
-        /* the first gradient of a step is copied, the others added */
-        if (b->npushed == 0) memcpy(b->g, f->payload, (size_t)b->len * sizeof(float));
-        else pd_backend_cpu.axpy((size_t)b->len, 1.f, (const float *)f->payload, b->g);
-        b->pushed[T] = 1;
-        b->wait[T] = me;
-        b->npushed++;
-        if (!s->sync || complete(s, b->pushed, b->npushed)) apply_block(s, b);
-        return 0;
+        return on_push_block(s, me, T, f);
     case PD_MSG_PUSH_ROWS: {
         if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_ROWS before the parameters were initialised");
         if ((rc = check_rows(s, f, 1, &tb)) < 0) return rc;
