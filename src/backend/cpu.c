@@ -77,12 +77,19 @@ static void small_gemm(int ta, int tb, int m, int n, int k, float alpha, const f
 #define MAX_THREADS 16
 #define SPIN_NS 200000        /* how long a worker or the caller spins before it sleeps */
 
+#define SPLIT_OPT (1L << 17) /* elements below which one thread runs an optimizer update */
+
+/* A block of a product, or (h set) a slice of an optimizer update. */
 typedef struct gemm_part {
     int ta, tb, m, n, k;
     float alpha, beta;
     const float *a, *b;
     float *c;
     int lda, ldb, ldc;
+    const pd_opt_hyper *h;
+    float *w, *s1, *s2;
+    const float *g;
+    size_t len;
 } gemm_part;
 
 static struct {
@@ -97,8 +104,14 @@ static struct {
     unsigned long born[MAX_THREADS]; /* gen when each worker was started */
 } gp = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, {{0}}, {0}};
 
+static void opt_update_serial(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n);
+
 static void run_part(const gemm_part *p)
 {
+    if (p->h) {
+        opt_update_serial(p->h, p->w, p->g, p->s1, p->s2, p->len);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, p->m, p->n,
                 p->k, p->alpha, p->a, p->lda, p->b, p->ldb, p->beta, p->c, p->ldc);
 }
@@ -217,6 +230,8 @@ static void cut(const gemm_part *p, int by_rows, int parts, int i, gemm_part *ou
     }
 }
 
+static void run_parts(int parts);
+
 /* Products are driven from one thread at a time (the trainer's). */
 static void cpu_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc)
@@ -226,7 +241,8 @@ static void cpu_gemm(int ta, int tb, int m, int n, int k, float alpha, const flo
         small_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    gemm_part whole = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc};
+    gemm_part whole = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta, .a = a, .b = b,
+                       .c = c, .lda = lda, .ldb = ldb, .ldc = ldc};
     int threads = pool_threads();
     /* cut the larger side of C: each thread packs the whole of the other operand */
     int by_rows = m >= n, len = by_rows ? m : n;
@@ -237,6 +253,13 @@ static void cpu_gemm(int ta, int tb, int m, int n, int k, float alpha, const flo
     }
     pthread_mutex_lock(&gp.mu);
     for (int i = 0; i < parts; i++) cut(&whole, by_rows, parts, i, &gp.part[i]);
+    run_parts(parts);
+}
+
+/* Run gp.part[0..parts) (filled under gp.mu, which this unlocks): the
+ * caller the first, the workers the others; returns when all are done. */
+static void run_parts(int parts)
+{
     gp.nparts = parts;
     __atomic_store_n(&gp.pending, parts - 1, __ATOMIC_RELEASE);
     __atomic_add_fetch(&gp.gen, 1, __ATOMIC_RELEASE);
@@ -613,7 +636,27 @@ static void cpu_class_error(float *out, const float *pred, const int32_t *label,
     }
 }
 
+/* A large update is cut in slices (at multiples of 16 elements) run on the
+ * product threads: elementwise, so the result is the same bit for bit. */
 static void cpu_opt_update(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n)
+{
+    int threads;
+    if ((long)n < SPLIT_OPT || (threads = pool_threads()) < 2) {
+        opt_update_serial(h, w, g, s1, s2, n);
+        return;
+    }
+    size_t step = (n / (size_t)threads + 15) / 16 * 16;
+    int parts = (int)((n + step - 1) / step);
+    pthread_mutex_lock(&gp.mu);
+    for (int i = 0; i < parts; i++) {
+        size_t lo = (size_t)i * step, len = PD_MIN(step, n - lo);
+        gp.part[i] = (gemm_part){.h = h, .w = w + lo, .g = g + lo, .s1 = s1 ? s1 + lo : NULL,
+                                 .s2 = s2 ? s2 + lo : NULL, .len = len};
+    }
+    run_parts(parts);
+}
+
+static void opt_update_serial(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n)
 {
     const float lr = h->lr, wd = h->weight_decay;
     switch (h->type) {

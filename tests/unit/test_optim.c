@@ -380,3 +380,46 @@ PD_TEST(net_update_sparse_touched_rows)
         pd_net_free(&net);
     }
 }
+
+/* An update large enough to be cut between threads gives, bit for bit, what
+ * one thread gives (the same elementwise rule on every slice). */
+PD_TEST(opt_update_cut_between_threads)
+{
+    const size_t n = 300007; /* over the split size, not a multiple of 16 */
+    static const int types[] = {PD_OPT_SGD, PD_OPT_MOMENTUM, PD_OPT_ADAGRAD, PD_OPT_ADAM, PD_OPT_RMSPROP};
+    uint64_t rng = 5;
+    float *g = malloc(n * sizeof *g), *w[2], *s1[2], *s2[2];
+    for (int k = 0; k < 2; k++) {
+        w[k] = malloc(n * sizeof(float));
+        s1[k] = malloc(n * sizeof(float));
+        s2[k] = malloc(n * sizeof(float));
+    }
+    for (size_t t = 0; t < PD_COUNT(types); t++) {
+        pd_opt_hyper h = hyper(types[t], 0.01f);
+        h.momentum = 0.9f;
+        h.beta1 = 0.9f;
+        h.beta2 = 0.999f;
+        h.epsilon = 1e-6f;
+        h.rho = 0.95f;
+        h.t = 3;
+        for (size_t i = 0; i < n; i++) {
+            g[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+            w[0][i] = w[1][i] = (float)(pd_rng_uniform(&rng) - 0.5);
+            s1[0][i] = s1[1][i] = (float)pd_rng_uniform(&rng);
+            s2[0][i] = s2[1][i] = (float)pd_rng_uniform(&rng);
+        }
+        pd_blas_threads(3); /* cut in three */
+        pd_backend_cpu.opt_update(&h, w[0], g, s1[0], s2[0], n);
+        pd_blas_threads(1); /* whole */
+        pd_backend_cpu.opt_update(&h, w[1], g, s1[1], s2[1], n);
+        CHECK(memcmp(w[0], w[1], n * sizeof(float)) == 0);
+        CHECK(memcmp(s1[0], s1[1], n * sizeof(float)) == 0);
+        CHECK(memcmp(s2[0], s2[1], n * sizeof(float)) == 0);
+    }
+    free(g);
+    for (int k = 0; k < 2; k++) {
+        free(w[k]);
+        free(s1[k]);
+        free(s2[k]);
+    }
+}
