@@ -7,7 +7,8 @@
  * Raw: one process streams bytes to another over 127.0.0.1 (one TCP stream).
  * Pserver: one trainer pushes a gradient of N floats and pulls the new
  * values from one pserver (SGD), repeatedly; bandwidth = 2 * 4N bytes per
- * step. Prints both and their ratio.
+ * step. Each is the best of 3 runs (rounds of `steps` steps for the
+ * pserver). Prints both and their ratio.
  */
 #include "../src/core/log.h"
 #include "../src/core/pd.h"
@@ -85,7 +86,9 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     pd_log_quiet(1);
 
-    double raw = raw_loopback((size_t)4 * floats * 10);
+    /* best of 3 for both: a shared machine only ever makes a run slower */
+    double raw = 0;
+    for (int i = 0; i < 3; i++) raw = PD_MAX(raw, raw_loopback((size_t)4 * floats * 10));
 
     uint8_t secret[PD_SECRET], job[PD_JOB_ID];
     pd_secret_new(secret);
@@ -117,13 +120,16 @@ int main(int argc, char **argv)
     int steps = argc > 2 ? atoi(argv[2]) : 10;
     if (steps < 1) steps = 10;
     pd_client_step(&c, &net); /* warm up */
-    double t0 = pd_now();
-    for (int i = 0; i < steps; i++)
-        if (pd_client_step(&c, &net) < 0) {
-            fprintf(stderr, "%s\n", pd_err_msg());
-            return 1;
-        }
-    double secs = pd_now() - t0;
+    double secs = 1e30;
+    for (int round = 0; round < 3; round++) {
+        double t0 = pd_now();
+        for (int i = 0; i < steps; i++)
+            if (pd_client_step(&c, &net) < 0) {
+                fprintf(stderr, "%s\n", pd_err_msg());
+                return 1;
+            }
+        secs = PD_MIN(secs, pd_now() - t0);
+    }
     double ps = 2.0 * 4 * (double)lay.params[0].rows * lay.params[0].cols * steps / secs;
     pd_client_finish(&c);
     pd_client_free(&c);
