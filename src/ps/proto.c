@@ -337,6 +337,30 @@ void pd_proof(const uint8_t *secret, const char *label, const uint8_t *a, const 
     pd_hmac_sha256(secret, PD_SECRET, msg, l + 2 * PD_NONCE + PD_JOB_ID, mac);
 }
 
+/* The host's cap on a socket buffer one may ask for (0: unknown). */
+static long sysctl_long(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1) v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+void pd_tcp_buffers(int fd)
+{
+    static long rmax = -1, wmax = -1;
+    if (rmax < 0) {
+        rmax = sysctl_long("/proc/sys/net/core/rmem_max");
+        wmax = sysctl_long("/proc/sys/net/core/wmem_max");
+    }
+    int want = PD_TCP_BUFFER;
+    if (rmax >= want) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want);
+    if (wmax >= want) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+}
+
 int pd_tcp_listen(const char *addr, int port, int backlog)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

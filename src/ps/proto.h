@@ -100,6 +100,14 @@ int pd_conn_recv(pd_conn *c, pd_frame *f, double timeout_s);
  * < 0 with "cannot listen on ..." in pd_err_msg(). */
 int pd_tcp_listen(const char *addr, int port, int backlog);
 
+/* Socket buffers of PD_TCP_BUFFER bytes each way on a connection, where the
+ * host allows that much (net.core.rmem_max and wmem_max); otherwise the
+ * kernel's own sizing is left alone (asking for more than the cap would
+ * get less and turn the kernel's autotuning off). Blocks of a dense step
+ * then flow with fewer wake-ups. */
+#define PD_TCP_BUFFER (4 << 20)
+void pd_tcp_buffers(int fd);
+
 /* HMAC-SHA256(secret, label | a | b | job) into mac. */
 void pd_proof(const uint8_t *secret, const char *label, const uint8_t *a, const uint8_t *b,
               const uint8_t *job, uint8_t *mac);

@@ -1164,6 +1164,7 @@ static void accept_all(server *s, int li)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        pd_tcp_buffers(fd);
         sconn *c = &s->conns[slot];
         unsigned gen = c->gen;
         memset(c, 0, sizeof *c);
