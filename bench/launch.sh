@@ -39,18 +39,27 @@ R
 cd "$T"
 now() { date +%s.%N; }
 since() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.2f", e - s }'; }
-# seconds until all 2*nh roles have said something
+# seconds until all 2*nh roles have said something. The output is read line
+# by line as it comes (bash builtins only): polling the log with grep every
+# few ms would fork hundreds of processes a second on the cores the launch
+# itself needs, and slow down only this side of the comparison.
 launch() {
-    local start out=$T/launch.out
-    start=$(now)
-    "$paddle" run ws/job.lua >"$out" 2>&1 &
-    local pid=$! n=0
-    while [ "$n" -lt $((2 * nh)) ] && kill -0 $pid 2>/dev/null; do
-        n=$(grep -ao '^\[127\.0\.0\.[0-9]* \(pserver\|trainer\) [0-9]*\]' "$out" | sort -u | wc -l)
-        sleep 0.01
-    done
-    since "$start"
+    local start=$EPOCHREALTIME end= out=$T/launch.out line fifo=$T/launch.fifo
+    local -A seen=()
+    rm -f "$fifo" && mkfifo "$fifo"
+    "$paddle" run ws/job.lua >"$fifo" 2>&1 &
+    local pid=$!
+    exec 3>"$out"
+    while IFS= read -r line; do
+        printf '%s\n' "$line" >&3
+        if [ -z "$end" ] && [[ $line =~ ^\[127\.0\.0\.[0-9]+\ (pserver|trainer)\ [0-9]+\] ]]; then
+            seen[${BASH_REMATCH[0]}]=1
+            [ ${#seen[@]} -ge $((2 * nh)) ] && end=$EPOCHREALTIME
+        fi
+    done <"$fifo"
+    exec 3>&-
     wait $pid || { echo "bench: the job failed:" >&2; tail -n 5 "$out" >&2; }
+    [ -n "$end" ] && awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }'
 }
 bare() { # every host's `ssh true` at once, OpenSSH
     local start n

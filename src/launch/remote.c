@@ -35,6 +35,7 @@ typedef struct wfile {
     char *local;
     char hash[65];
     int mode;
+    long long size;         /* bytes, when it was hashed */
 } wfile;
 
 typedef struct deploy deploy;
@@ -61,6 +62,7 @@ struct deploy {
     const pd_plan *plan;
     const char *exe;
     char exe_hash[65];
+    long long exe_size;
     const char *root;       /* root_dir on the nodes ("." = home) */
     char *q_root, *q_job;   /* root_dir and the job directory as node shell text (shell.h) */
     char *q_ldpath;         /* cluster.ld_library_path as node shell text, or NULL */
@@ -97,6 +99,7 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
     f->rel = pd_xstrdup(rel);
     f->local = pd_xstrdup(path);
     f->mode = st->st_mode & 0777;
+    f->size = (long long)st->st_size;
     return pd_sha256_file(path, f->hash) < 0 ? -1 : 0;
 }
 
@@ -112,38 +115,72 @@ static int list_workspace(deploy *d, const char *dir)
 
 /* --- per host: connect and deploy (one thread each) ------------------------ */
 
-/* Shell text that links files[a..b) from the cache under root (shell
- * text: a path or "$R") into the current directory. */
-static char *link_cmd(const char *root, deploy *d, int a, int b)
+/* Shell text, run in the job directory, that hard-links every workspace
+ * file from the cache under "$R" into place with its mode: one mkdir for
+ * all the directories and one chmod per mode, so the forks on the node
+ * grow with the files only by one `ln` each. */
+static char *link_cmd(deploy *d)
 {
-    size_t cap = 256;
-    for (int i = a; i < b; i++) cap += 3 * strlen(d->files[i].rel) + strlen(root) + 160;
-    char *cmd = pd_xmalloc(cap);
-    int len = snprintf(cmd, cap, "true");
-    for (int i = a; i < b; i++) {
-        char *q = pd_sh_quote(d->files[i].rel);
-        len += snprintf(cmd + len, cap - (size_t)len, " && mkdir -p \"$(dirname %s)\" && ln -f \"%s/.paddle/cache/%s\" %s && chmod %o %s",
-                        q, root, d->files[i].hash, q, d->files[i].mode, q);
+    pd_buf b = {0}, dirs = {0};
+    pd_buf_put(&b, "true");
+    for (int i = 0; i < d->nfiles; i++) {
+        const char *rel = d->files[i].rel, *slash = strrchr(rel, '/');
+        if (!slash) continue;
+        char *dir = pd_xasprintf("%.*s", (int)(slash - rel), rel), *q = pd_sh_quote(dir);
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) {
+            const char *o = d->files[j].rel, *os = strrchr(o, '/');
+            seen = os && os - o == slash - rel && !strncmp(o, rel, (size_t)(slash - rel));
+        }
+        if (!seen) pd_buf_printf(&dirs, " %s", q);
+        free(dir);
         free(q);
     }
-    return cmd;
+    if (dirs.len) pd_buf_printf(&b, " && mkdir -p --%s", dirs.s);
+    for (int i = 0; i < d->nfiles; i++) {
+        char *q = pd_sh_quote(d->files[i].rel);
+        pd_buf_printf(&b, " && ln -f -- \"$R/.paddle/cache/%s\" %s", d->files[i].hash, q);
+        free(q);
+    }
+    for (int i = 0; i < d->nfiles; i++) {
+        int mode = d->files[i].mode, first = 1;
+        for (int j = 0; j < i && first; j++) first = d->files[j].mode != mode;
+        if (!first) continue;
+        pd_buf_printf(&b, " && chmod %o --", mode);
+        for (int j = i; j < d->nfiles; j++) {
+            if (d->files[j].mode != mode) continue;
+            char *q = pd_sh_quote(d->files[j].rel);
+            pd_buf_printf(&b, " %s", q);
+            free(q);
+        }
+    }
+    free(dirs.s);
+    return b.s;
 }
 
-/* Send the files whose hashes appear in `missing` to the node's cache. */
-static int send_missing(node *n, deploy *d, int a, int b, const char *missing)
+/* Send `size` bytes of local over the channel, to the node script's
+ * `head -c`; a file that shrank since it was hashed is an error here, one
+ * that changed fails the node's hash check. */
+static int send_file(node *n, const char *local, long long size)
 {
-    for (int i = a; i < b; i++) {
-        if (!strstr(missing, d->files[i].hash)) {
-            n->files_cached++;
-            continue;
+    int fd = open(local, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return pd_err_set(PD_EIO, "cannot send %s: %s", local, strerror(errno));
+    enum { CHUNK = 256 << 10 };
+    char *buf = pd_xmalloc(CHUNK);
+    int rc = 0;
+    for (long long left = size; left > 0 && rc == 0;) {
+        ssize_t k = read(fd, buf, (size_t)PD_MIN(left, (long long)CHUNK));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            rc = pd_err_set(PD_EIO, "cannot send %s: %s", local, k < 0 ? strerror(errno) : "it shrank since it was hashed");
+            break;
         }
-        char *remote = pd_xasprintf("%s/.paddle/cache/%s", n->root, d->files[i].hash);
-        int rc = pd_ssh_upload(n->ssh, d->files[i].local, remote, 0644);
-        free(remote);
-        if (rc < 0) return rc;
-        n->files_sent++;
+        rc = pd_ssh_write_all(n->chan, buf, (size_t)k);
+        left -= k;
     }
-    return 0;
+    free(buf);
+    close(fd);
+    return rc;
 }
 
 /* The agent's command line (after `exec`), for node n: every value quoted
@@ -181,48 +218,58 @@ static char *agent_cmd(node *n, deploy *d)
     return t.s;
 }
 
-/* Read the start script's answer: lines up to "ready" (the agent is being
- * started), or to the end of its output. Fills *text (stdout) and *errtext.
- * Returns 1 when ready, 0 at the end without it, < 0 on failure. */
-static int read_answer(node *n, deploy *d, char **text, char **errtext)
+/* Read the node script's output into a (stdout) and e (stderr) until a
+ * whole line that starts with `want` (NULL: none) or is "ready" (the agent
+ * is being started: what follows are the agent's first words, kept in
+ * n->first). Lines are taken from *pos on, and *pos moves past them.
+ * Returns 2 for `want`, 1 for ready, 0 at the end of the output, < 0 on
+ * failure. */
+static int read_answer(node *n, deploy *d, pd_buf *a, pd_buf *e, size_t *pos, const char *want)
 {
-    size_t len = 0, elen = 0;
-    *text = pd_xcalloc(1, 1);
-    *errtext = pd_xcalloc(1, 1);
+    pd_buf_put(a, "");
+    pd_buf_put(e, "");
     double deadline = pd_now() + PD_MAX(d->sopts.timeout, 5) * 3;
     int eof = 0, eeof = 0;
     char buf[8192];
-    while (pd_now() < deadline) {
+    for (;;) {
+        char *nl;
+        while ((nl = memchr(a->s + *pos, '\n', a->len - *pos))) {
+            char *line = a->s + *pos;
+            size_t len = (size_t)(nl - line);
+            *pos += len + 1;
+            if (len == 5 && !memcmp(line, "ready", 5)) {
+                n->first_len = a->len - *pos;
+                n->first = pd_xmalloc(n->first_len + 1);
+                memcpy(n->first, a->s + *pos, n->first_len + 1);
+                return 1;
+            }
+            if (want && !strncmp(line, want, strlen(want))) return 2;
+        }
+        if (pd_now() >= deadline) break;
         ssize_t k = pd_ssh_read(n->chan, buf, sizeof buf, &eof);
         if (k < 0) return (int)k;
         if (k > 0) {
-            *text = pd_xrealloc(*text, len + (size_t)k + 1);
-            memcpy(*text + len, buf, (size_t)k);
-            len += (size_t)k;
-            (*text)[len] = '\0';
-            char *ready = strstr(*text, "\nready\n");
-            if (ready || !strncmp(*text, "ready\n", 6)) {
-                char *rest = ready ? ready + 7 : *text + 6;
-                n->first_len = len - (size_t)(rest - *text); /* the agent's first words */
-                n->first = pd_xmalloc(n->first_len + 1);
-                memcpy(n->first, rest, n->first_len + 1);
-                return 1;
-            }
+            pd_buf_putn(a, buf, (size_t)k);
             continue;
         }
-        ssize_t e = pd_ssh_read_err(n->chan, buf, sizeof buf, &eeof);
-        if (e > 0 && elen < 65536) {
-            *errtext = pd_xrealloc(*errtext, elen + (size_t)e + 1);
-            memcpy(*errtext + elen, buf, (size_t)e);
-            elen += (size_t)e;
-            (*errtext)[elen] = '\0';
+        ssize_t ek = pd_ssh_read_err(n->chan, buf, sizeof buf, &eeof);
+        if (ek > 0) {
+            if (e->len < 65536) pd_buf_putn(e, buf, (size_t)ek);
             continue;
         }
-        if (eof && (eeof || e < 0)) return 0;
+        if (eof && (eeof || ek < 0)) return 0;
         struct pollfd p = {.fd = pd_ssh_fd(n->ssh), .events = (short)pd_ssh_events(n->ssh)};
         poll(&p, 1, 100);
     }
     return pd_err_set(PD_ETIMEDOUT, "%s: no answer while starting the node agent", n->h->host);
+}
+
+/* Is files[i]'s hash also an earlier file's? (Same content: sent once.) */
+static int seen_hash(const deploy *d, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (!strcmp(d->files[j].hash, d->files[i].hash)) return 1;
+    return 0;
 }
 
 /*
@@ -231,30 +278,49 @@ static int read_answer(node *n, deploy *d, char **text, char **errtext)
  * The cache under root_dir/.paddle must be the user's own and not writable
  * by others; the binary and every cached file are run or linked only after
  * their SHA-256 matched (a file that does not match is removed and sent
- * again). When something is missing the script says "need: ..." and exits
- * 3; otherwise it links the workspace into the job directory, writes
- * nodefile, says "ready" and becomes the agent.
+ * again). What is missing the script names ("need: binary HASH ..."), then
+ * reads each from its stdin (`head -c` of the size the launcher put here),
+ * checks its hash, and says "got NAME"; the launcher sends the next only
+ * then, so no `head` reads past its own file. Then it links the workspace
+ * into the job directory, writes nodefile, says "ready" and becomes the
+ * agent, which reads the job secret from the same stdin. One shell start
+ * per node, whatever was missing.
  */
 static char *node_script(node *n, deploy *d, const char *links, const char *agent)
 {
     pd_buf b = {0};
     pd_buf_printf(&b, "command -v sha256sum >/dev/null || { echo 'paddle needs sha256sum on the node "
                       "(GNU coreutils or BusyBox)' >&2; exit 5; } && "
-                      "R0=%s && mkdir -p -- \"$R0\" && cd -- \"$R0\" && R=$PWD && "
-                      "mkdir -p .paddle/bin .paddle/cache && "
+                      "R0=%s && { cd -- \"$R0\" 2>/dev/null || { mkdir -p -- \"$R0\" && cd -- \"$R0\"; }; } && R=$PWD && "
+                      "{ { [ -d .paddle/bin ] && [ -d .paddle/cache ]; } || mkdir -p .paddle/bin .paddle/cache; } && "
                       "for c in .paddle .paddle/bin .paddle/cache; do "
                       "[ -O \"$c\" ] && [ ! -L \"$c\" ] || { echo \"$R/$c is not a directory of $(id -un 2>/dev/null): "
-                      "refusing to use it as the paddle cache\" >&2; exit 4; }; chmod go-w \"$c\" || exit 4; done && ",
+                      "refusing to use it as the paddle cache\" >&2; exit 4; }; done && "
+                      "chmod go-w .paddle .paddle/bin .paddle/cache && ",
                   d->q_root);
-    pd_buf_printf(&b, "J0=%s && mkdir -p -- \"$J0/log\" \"$J0/output\" && J=$(cd -- \"$J0\" && pwd) && "
-                      "echo \"root=$R\" && echo \"job=$J\" && need= && B=.paddle/bin/paddle-%.16s && "
-                      "{ { [ -f \"$B\" ] && [ \"$(sha256sum < \"$B\")\" = '%s  -' ]; } || "
-                      "{ rm -f \"$B\"; need=\"$need binary\"; }; } && for h in",
-                  d->q_job, d->exe_hash, d->exe_hash);
-    for (int i = 0; i < d->nfiles; i++) pd_buf_printf(&b, " %s", d->files[i].hash);
-    pd_buf_put(&b, "; do f=.paddle/cache/$h; { [ -f \"$f\" ] && [ \"$(sha256sum < \"$f\")\" = \"$h  -\" ]; } || "
-                   "{ rm -f \"$f\"; need=\"$need $h\"; }; done && "
-                   "if [ -n \"$need\" ]; then echo \"need:$need\"; exit 3; fi && ");
+    /* every hash at once: one sha256sum, whose lines are "HASH  PATH" */
+    pd_buf_printf(&b, "J0=%s && mkdir -p -- \"$J0/log\" \"$J0/output\" && cd -- \"$J0\" && J=$PWD && cd -- \"$R\" && "
+                      "echo \"root=$R\" && echo \"job=$J\" && B=.paddle/bin/paddle-%.16s && "
+                      "S=$(sha256sum -- \"$B\"",
+                  d->q_job, d->exe_hash);
+    for (int i = 0; i < d->nfiles; i++)
+        if (!seen_hash(d, i)) pd_buf_printf(&b, " .paddle/cache/%s", d->files[i].hash);
+    pd_buf_printf(&b, " 2>/dev/null || :) && need= && case \"$S\" in *'%s  '\"$B\"*) ;; "
+                      "*) rm -f -- \"$B\"; need=' binary';; esac && for h in",
+                  d->exe_hash);
+    for (int i = 0; i < d->nfiles; i++)
+        if (!seen_hash(d, i)) pd_buf_printf(&b, " %s", d->files[i].hash);
+    pd_buf_put(&b, "; do case \"$S\" in *\"$h  .paddle/cache/$h\"*) ;; *) rm -f -- \".paddle/cache/$h\"; "
+                   "need=\"$need $h\";; esac; done && "
+                   "if [ -n \"$need\" ]; then echo \"need:$need\" && for h in $need; do case $h in ");
+    pd_buf_printf(&b, "binary) f=$B z=%lld s=%s m=755;; ", d->exe_size, d->exe_hash);
+    for (int i = 0; i < d->nfiles; i++)
+        if (!seen_hash(d, i))
+            pd_buf_printf(&b, "%s) f=.paddle/cache/$h z=%lld s=$h m=644;; ", d->files[i].hash, d->files[i].size);
+    pd_buf_put(&b, "esac; t=\"$f.$$\" && head -c \"$z\" > \"$t\" && [ \"$(sha256sum < \"$t\")\" = \"$s  -\" ] && "
+                   "chmod \"$m\" \"$t\" && mv -f -- \"$t\" \"$f\" && echo \"got $h\" || { rm -f -- \"$t\"; "
+                   "echo \"$R/$f: what arrived does not match its SHA-256 (the file changed while it was sent, "
+                   "or the disk is full)\" >&2; exit 3; }; done; fi && ");
     pd_buf_printf(&b, "cd \"$J\" && %s && echo %d > nodefile && ", links, n->index);
     if (d->q_ldpath) pd_buf_printf(&b, "export LD_LIBRARY_PATH=%s && ", d->q_ldpath);
     pd_buf_printf(&b, "echo ready && %s", agent);
@@ -288,85 +354,79 @@ static int connect_node(node *n, deploy *d)
  * shell start on the node. One exec channel runs a script that makes the
  * directories, checks that the binary and every workspace file are there
  * (by hash), links the workspace into the job directory, writes nodefile
- * and becomes the agent. Only when something is missing does it stop and
- * say what: the launcher sends that and runs it again.
+ * and becomes the agent. What is missing it names and reads from the same
+ * channel (node_script), so a fresh node costs one shell start too.
  */
 static void *deploy_node(void *arg)
 {
     node *n = ((void **)arg)[0];
     deploy *d = ((void **)arg)[1];
     int rc;
-    char *text = NULL, *errtext = NULL, *script = NULL, *agent = NULL, *links = NULL;
+    pd_buf out = {0}, err = {0};
+    size_t pos = 0;
+    char *script = NULL, *agent = NULL, *links = NULL;
     if ((rc = connect_node(n, d)) < 0) goto out;
-    links = link_cmd("$R", d, 0, d->nfiles);
+    links = link_cmd(d);
     agent = agent_cmd(n, d);
     script = node_script(n, d, links, agent);
-    char hex[2 * PD_SECRET + 2];
-    pd_hex(d->secret, PD_SECRET, hex);
-    strcat(hex, "\n");
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if ((rc = pd_ssh_exec(n->ssh, script, &n->chan)) < 0) goto out;
-        /* the secret, over stdin: the agent reads it first */
-        size_t sent = 0;
-        double deadline = pd_now() + 10;
-        while (sent < strlen(hex) && pd_now() < deadline) {
-            ssize_t w = pd_ssh_write(n->chan, hex + sent, strlen(hex) - sent);
-            if (w < 0) {
-                rc = (int)w;
-                goto out;
+    if ((rc = pd_ssh_exec(n->ssh, script, &n->chan)) < 0) goto out;
+    rc = read_answer(n, d, &out, &err, &pos, "need:");
+    if (rc == 2) { /* send what the node lacks, one file at a time */
+        char *need = pd_xasprintf("%.*s", (int)strcspn(strstr(out.s, "need:") + 5, "\n"), strstr(out.s, "need:") + 5);
+        for (char *save = NULL, *w = strtok_r(need, " ", &save); w && rc >= 0; w = strtok_r(NULL, " ", &save)) {
+            int bin = !strcmp(w, "binary"), i = 0;
+            while (!bin && i < d->nfiles && strcmp(d->files[i].hash, w)) i++;
+            if (!bin && i == d->nfiles) {
+                rc = pd_err_set(PD_EPROTO, "%s: the node asked for '%s', which is not in the workspace", n->h->host, w);
+                break;
             }
-            if (w == 0) {
-                struct pollfd p = {.fd = pd_ssh_fd(n->ssh), .events = (short)pd_ssh_events(n->ssh)};
-                poll(&p, 1, 50);
+            rc = send_file(n, bin ? d->exe : d->files[i].local, bin ? d->exe_size : d->files[i].size);
+            if (rc < 0) {
+                pd_err_wrap(rc, "%s: sending %s", n->h->host, bin ? "paddle" : d->files[i].rel);
+                break;
             }
-            sent += (size_t)w;
+            char *got = pd_xasprintf("got %s", w);
+            rc = read_answer(n, d, &out, &err, &pos, got);
+            free(got);
+            if (rc == 2) {
+                n->copied_binary |= bin;
+                n->files_sent += !bin;
+            } else if (rc >= 0) {
+                rc = 0; /* the script stopped: said below */
+                break;
+            }
         }
-        free(text);
-        free(errtext);
-        rc = read_answer(n, d, &text, &errtext);
-        if (rc < 0) goto out;
-        char *rl = strstr(text, "root="), *jl = strstr(text, "job=");
-        if (rl && jl && !n->root) {
-            n->root = pd_xasprintf("%.*s", (int)strcspn(rl + 5, "\n"), rl + 5);
-            n->job = pd_xasprintf("%.*s", (int)strcspn(jl + 4, "\n"), jl + 4);
-        }
-        if (rc == 1) {
-            rc = 0;
-            n->files_cached = d->nfiles - n->files_sent;
-            n->t_ready = pd_now();
-            goto out;
-        }
-        int status = 0;
-        pd_ssh_close_chan(n->chan, &status, NULL);
-        n->chan = NULL;
-        char *need = strstr(text, "need:");
-        if (!n->root || !need || attempt == 1) {
-            size_t el = strlen(errtext);
-            while (el && (errtext[el - 1] == '\n' || errtext[el - 1] == ' ')) errtext[--el] = '\0';
-            const char *last = strrchr(errtext, '\n');
-            rc = pd_err_set(PD_ESSH, "%s: cannot prepare the job directory %s under root_dir %s (exit %d): %s",
-                            pd_ssh_name(n->ssh), d->job_dir, d->root, status,
-                            el ? (last ? last + 1 : errtext) : "is root_dir writable, the disk full?");
-            goto out;
-        }
-        /* send what the node lacks, then start again */
-        need[strcspn(need, "\n")] = '\0';
-        if (strstr(need, " binary")) {
-            char *dst = pd_xasprintf("%s/.paddle/bin/paddle-%.16s", n->root, d->exe_hash);
-            rc = pd_ssh_upload(n->ssh, d->exe, dst, 0755);
-            if (rc < 0) pd_err_wrap(rc, "copying paddle to %s (disk full?)", dst);
-            free(dst);
-            if (rc < 0) goto out;
-            n->copied_binary = 1;
-        }
-        if ((rc = send_missing(n, d, 0, d->nfiles, need)) < 0) {
-            pd_err_wrap(rc, "dispatching the workspace");
-            goto out;
-        }
+        free(need);
+        if (rc == 2) rc = read_answer(n, d, &out, &err, &pos, NULL);
     }
+    char *rl = out.s ? strstr(out.s, "root=") : NULL, *jl = out.s ? strstr(out.s, "job=") : NULL;
+    if (rl && jl && !n->root) {
+        n->root = pd_xasprintf("%.*s", (int)strcspn(rl + 5, "\n"), rl + 5);
+        n->job = pd_xasprintf("%.*s", (int)strcspn(jl + 4, "\n"), jl + 4);
+    }
+    if (rc == 1) { /* the agent is starting: it reads the job secret first */
+        char hex[2 * PD_SECRET + 2];
+        pd_hex(d->secret, PD_SECRET, hex);
+        strcat(hex, "\n");
+        rc = pd_ssh_write_all(n->chan, hex, strlen(hex));
+        if (rc < 0) goto out;
+        n->files_cached = d->nfiles - n->files_sent;
+        n->t_ready = pd_now();
+        goto out;
+    }
+    if (rc < 0) goto out;
+    int status = 0;
+    pd_ssh_close_chan(n->chan, &status, NULL);
+    n->chan = NULL;
+    size_t el = err.len;
+    while (el && (err.s[el - 1] == '\n' || err.s[el - 1] == ' ')) err.s[--el] = '\0';
+    const char *last = el ? strrchr(err.s, '\n') : NULL;
+    rc = pd_err_set(PD_ESSH, "%s: cannot prepare the job directory %s under root_dir %s (exit %d): %s",
+                    pd_ssh_name(n->ssh), d->job_dir, d->root, status,
+                    el ? (last ? last + 1 : err.s) : "is root_dir writable, the disk full?");
 out:
-    free(text);
-    free(errtext);
+    free(out.s);
+    free(err.s);
     free(script);
     free(agent);
     free(links);
@@ -465,6 +525,9 @@ static int add_file(deploy *d, const char *rel, const char *local)
     f->rel = pd_xstrdup(rel);
     f->local = pd_xstrdup(local);
     f->mode = 0644;
+    struct stat st;
+    if (stat(local, &st) < 0) return pd_err_set(PD_EIO, "%s: %s", local, strerror(errno));
+    f->size = (long long)st.st_size;
     return pd_sha256_file(local, f->hash);
 }
 
@@ -686,6 +749,8 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     double t0 = pd_now();
     d->exe = exe;
     d->root = r->root_dir ? r->root_dir : ".";
+    struct stat est;
+    if (exe && stat(exe, &est) == 0) d->exe_size = (long long)est.st_size;
     if (!sup || pd_sha256_file(exe, d->exe_hash) < 0 || pd_secret_new(d->secret) < 0 || prepare_files(d, r, o) < 0) {
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
         goto out;

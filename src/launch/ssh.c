@@ -1182,6 +1182,25 @@ ssize_t pd_ssh_write(pd_ssh_chan *c, const void *buf, size_t n)
                 conn_lost((int)w) ? "connection lost: " : "", lerr(c->s));
 }
 
+int pd_ssh_write_all(pd_ssh_chan *c, const void *buf, size_t n)
+{
+    const char *p = buf;
+    double deadline = pd_now() + c->s->timeout;
+    while (n > 0) {
+        ssize_t w = pd_ssh_write(c, p, n);
+        if (w < 0) return (int)w;
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+            deadline = pd_now() + c->s->timeout;
+        } else if (wait_io(c->s, deadline) < 0) {
+            return fail(c->s, PD_ETIMEDOUT, "timed out after %.1f s writing to the channel (the command does not read)",
+                        c->s->timeout);
+        }
+    }
+    return 0;
+}
+
 int pd_ssh_send_eof(pd_ssh_chan *c)
 {
     int rc;

@@ -85,6 +85,9 @@ int pd_ssh_exec(pd_ssh *s, const char *command, pd_ssh_chan **out);
 ssize_t pd_ssh_read(pd_ssh_chan *c, char *buf, size_t n, int *eof);
 ssize_t pd_ssh_read_err(pd_ssh_chan *c, char *buf, size_t n, int *eof);
 ssize_t pd_ssh_write(pd_ssh_chan *c, const void *buf, size_t n);
+/* Write all n bytes, waiting while the channel's window is full; fails
+ * after the timeout without progress. Returns 0 or < 0. */
+int pd_ssh_write_all(pd_ssh_chan *c, const void *buf, size_t n);
 /* Close the command's stdin (waits at most the timeout to send it). */
 int pd_ssh_send_eof(pd_ssh_chan *c);
 /* Close the channel and free c (always, even on error): sends EOF, drops

@@ -2,7 +2,8 @@
 # runs is verified (a real sshd on 127.0.0.2): root_dir, job.deployed,
 # ld_library_path and options with shell syntax run nothing; a binary or a
 # workspace file tampered with in the node's cache is replaced, never run;
-# a cache directory that is not the user's own is refused.
+# a cache directory that is not the user's own is refused; a fresh node
+# gets the binary and the workspace over the one channel that starts it.
 . "$ROOT/tests/integration/lib.sh"
 . "$ROOT/tests/integration/sshd_lib.sh"
 
@@ -122,4 +123,24 @@ if [ $rc -eq 0 ] && [ "$(stat -c %a "$T/node/.paddle/cache")" = 755 ]; then
     pass cache_made_private
 else
     fail cache_made_private "rc $rc, mode $(stat -c %a "$T/node/.paddle/cache"): $(tail -n 3 <<<"$out")"
+fi
+
+# 9. a fresh node costs one command: the binary and the workspace come over
+# the channel that starts the agent (subdirectories, two files with the same
+# content, an executable file), and each lands with its content and mode
+mkdir -p ws2/a/b ws2/c && cp ws/train.csv ws2/ && cp ws/train.csv ws2/a/b/same.csv &&
+    printf '#!/bin/sh\necho hi\n' >ws2/c/tool.sh && chmod 755 ws2/c/tool.sh
+write_recipe ws2/job.lua "$T/fresh" '' 'workspace = "."'
+before=$(grep -c 'Starting session' "${SSHD_LOG[2]}")
+run_capture "$PADDLE" run ws2/job.lua
+starts=$(($(grep -c 'Starting session' "${SSHD_LOG[2]}") - before))
+execs=$(grep 'Starting session' "${SSHD_LOG[2]}" | tail -n "$starts" | grep -c 'session: command')
+job=$(grep -o 'node 0 [^ ]*: job directory [^ ]*' <<<"$out" | awk '{print $NF}')
+if [ $rc -eq 0 ] && [ "$execs" -eq 1 ] && grep -q 'binary copied to 1 of 1' <<<"$out" &&
+   cmp -s "$job/a/b/same.csv" ws/train.csv && cmp -s "$job/train.csv" ws/train.csv &&
+   [ "$(stat -c %a "$job/c/tool.sh")" = 755 ] && [ "$(stat -c %a "$job/train.csv")" = 644 ] &&
+   cmp -s "$(ls "$T"/fresh/.paddle/bin/paddle-* | head -n 1)" "$PADDLE"; then
+    pass fresh_node_one_command
+else
+    fail fresh_node_one_command "rc $rc, $execs commands started ($starts sessions): $(grep -E 'every node|paddle:' <<<"$out" | tail -n 3)"
 fi
