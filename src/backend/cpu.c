@@ -427,13 +427,16 @@ static void cpu_act_bias_backward(int act, float *dy, const float *y, float *db,
 
 static void cpu_gather(float *out, const float *table, const int32_t *ids, int n, int dim)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (i + PD_AHEAD < n) PD_PREFETCH_ROW(table + (size_t)ids[i + PD_AHEAD] * dim, dim, 0);
         memcpy(out + (size_t)i * dim, table + (size_t)ids[i] * dim, (size_t)dim * sizeof *out);
+    }
 }
 
 static void cpu_scatter_add(float *g, const float *dout, const int32_t *ids, int n, int dim)
 {
     for (int i = 0; i < n; i++) {
+        if (i + PD_AHEAD < n) PD_PREFETCH_ROW(g + (size_t)ids[i + PD_AHEAD] * dim, dim, 1);
         float *row = g + (size_t)ids[i] * dim;
         const float *d = dout + (size_t)i * dim;
         for (int c = 0; c < dim; c++) row[c] += d[c];

@@ -81,6 +81,17 @@ char *pd_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define PD_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define PD_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Ask for the cache lines of row p (n floats) ahead of use: tables of
+ * sparse rows are read at random, and a row waited for costs a memory
+ * round trip each. Loops over rows call it PD_AHEAD rows ahead. */
+#define PD_AHEAD 8
+#define PD_PREFETCH_ROW(p, n, w)                                              \
+    do {                                                                     \
+        const float *r_ = (p);                                               \
+        for (size_t o_ = 0; o_ < (size_t)(n); o_ += 16) __builtin_prefetch(r_ + o_, (w), 0); \
+        __builtin_prefetch(r_ + (size_t)(n) - 1, (w), 0);                    \
+    } while (0)
+
 /* Monotonic seconds. */
 double pd_now(void);
 /* Wall-clock seconds since the epoch. */

@@ -818,6 +818,13 @@ int pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step)
         }
         for (int k = 0; k < p->ntouched; k++) {
             size_t off = (size_t)p->touched[k] * p->cols;
+            if (net->be->host_memory && k + PD_AHEAD < p->ntouched) {
+                size_t ahead = (size_t)p->touched[k + PD_AHEAD] * p->cols;
+                PD_PREFETCH_ROW(p->w + ahead, p->cols, 1);
+                PD_PREFETCH_ROW(p->g + ahead, p->cols, 0);
+                if (p->s1) PD_PREFETCH_ROW(p->s1 + ahead, p->cols, 1);
+                if (p->s2) PD_PREFETCH_ROW(p->s2 + ahead, p->cols, 1);
+            }
             net->be->opt_update(&h, p->w + off, p->g + off, p->s1 ? p->s1 + off : NULL,
                                 p->s2 ? p->s2 + off : NULL, (size_t)p->cols);
         }

@@ -362,6 +362,13 @@ static void apply_table(server *s, int ti)
     if (tb->hs) pd_hshard_apply(tb->hs, &h, inv);
     for (int i = 0; i < tb->ntouched; i++) {
         size_t off = (size_t)tb->touched[i] * tb->dim;
+        if (i + PD_AHEAD < tb->ntouched) {
+            size_t ahead = (size_t)tb->touched[i + PD_AHEAD] * tb->dim;
+            PD_PREFETCH_ROW(tb->w + ahead, tb->dim, 1);
+            PD_PREFETCH_ROW(tb->g + ahead, tb->dim, 1);
+            if (tb->s1) PD_PREFETCH_ROW(tb->s1 + ahead, tb->dim, 1);
+            if (tb->s2) PD_PREFETCH_ROW(tb->s2 + ahead, tb->dim, 1);
+        }
         if (inv != 1.f) pd_backend_cpu.scale((size_t)tb->dim, inv, tb->g + off);
         pd_backend_cpu.opt_update(&h, tb->w + off, tb->g + off, tb->s1 ? tb->s1 + off : NULL,
                                   tb->s2 ? tb->s2 + off : NULL, (size_t)tb->dim);
