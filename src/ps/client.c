@@ -154,6 +154,9 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
             pd_conn_init(&c->conns[i], fd, PD_MAX_FRAME);
             c->conns[i].place = place_values;
             c->conns[i].place_ctx = c;
+            /* at once: a pserver drops a peer that stays silent for
+             * PD_HANDSHAKE_TIMEOUT_S, and the others may start much later */
+            if ((rc = handshake(c, &c->conns[i], i / c->nper, secret, job)) < 0) goto err;
         }
         if (nmissing == 0) break;
         if (pd_now() - start > timeout) {
@@ -170,8 +173,6 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
         }
         usleep(100000);
     }
-    for (int i = 0; i < n; i++)
-        if ((rc = handshake(c, &c->conns[i], i / c->nper, secret, job)) < 0) goto err;
     for (int s = 0; s < np; s++) c->heard[s] = pd_now();
     return 0;
 err:

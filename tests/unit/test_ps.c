@@ -41,6 +41,8 @@ typedef struct server_env {
     double handshake_timeout;   /* 0: the default */
     int spare_fds;              /* > 0: RLIMIT_NOFILE leaves it this many beyond its own */
     int nlisten;
+    int id, npservers;          /* npservers 0: pserver 0 of 1 */
+    int port;                   /* 0: any free ports */
 } server_env;
 
 static pid_t start_server_env(pd_recipe *r, int *port, const server_env *env)
@@ -54,6 +56,11 @@ static pid_t start_server_env(pd_recipe *r, int *port, const server_env *env)
         close(p[0]);
         pd_server_opts o = {.id = 0, .npservers = 1, .ntrainers = 1, .bind_addr = "127.0.0.1", .port = 0,
                             .ready_fd = p[1], .idle_timeout = 60};
+        if (env && env->npservers > 0) {
+            o.id = env->id;
+            o.npservers = env->npservers;
+            o.port = env->port;
+        }
         o.handshake_timeout = env ? env->handshake_timeout : 0;
         if (env && env->spare_fds > 0) {
             /* the lowest free descriptor, then the server's own: listeners,
@@ -467,6 +474,87 @@ PD_TEST(pserver_caps_and_times_out_unauthenticated_peers)
         close(fds[i]);
     }
     finish_and_reap(&x, server, port, NULL);
+    fixture_free(&x);
+}
+
+/* A base port with n free ports after it (free now: nothing holds them). */
+static int free_ports(int n)
+{
+    for (int tries = 0; tries < 50; tries++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+        inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+        socklen_t len = sizeof sa;
+        CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+        close(fd);
+        int base = ntohs(sa.sin_port), ok = base + n < 65536;
+        for (int i = 1; ok && i < n; i++) {
+            int g = socket(AF_INET, SOCK_STREAM, 0);
+            sa.sin_port = htons((uint16_t)(base + i));
+            ok = bind(g, (struct sockaddr *)&sa, sizeof sa) == 0;
+            close(g);
+        }
+        if (ok) return base;
+    }
+    CHECK(!"no free port range");
+    return 0;
+}
+
+/* Nodes start seconds apart: the trainer reaches pserver 0 long before
+ * pserver 1 listens. It must answer pserver 0's handshake at once, not after
+ * every pserver accepted, or pserver 0 drops it as a silent peer. */
+PD_TEST(client_handshakes_each_pserver_as_it_connects)
+{
+    static const char *two =
+        "data { train = 'x.csv' }\n"
+        "model = function(nn)\n"
+        "  local x, y = nn.data('x', 4), nn.data('y', 2)\n"
+        "  return nn.square_error_cost(nn.fc(x, 2), y)\n"
+        "end\n"
+        "optimizer = nn.sgd { learning_rate = 0.1 }\n"
+        "job { pservers = 2, trainers = 1 }\n";
+    fixture x;
+    signal(SIGPIPE, SIG_IGN);
+    char *path = pd_test_write("two.lua", two);
+    CHECK(pd_recipe_load(&x.r, path, NULL, NULL, 0) == 0);
+    free(path);
+    CHECK(pd_layout_make(&x.lay, &x.r, 2) == 0);
+    CHECK(pd_net_build(&x.net, &x.r, &pd_backend_cpu, 5) == 0);
+    int nper = x.lay.ports_num + x.lay.ports_sparse;
+    server_env e0 = {.handshake_timeout = 1, .id = 0, .npservers = 2};
+    pd_endpoint eps[2] = {{"127.0.0.1", 0}, {"127.0.0.1", free_ports(nper)}};
+    pid_t s0 = start_server_env(&x.r, &eps[0].port, &e0);
+    pid_t trainer = fork();
+    if (trainer == 0) {
+        pd_client c;
+        if (pd_client_connect(&c, &x.lay, eps, 2, 0, secret, job, 20) < 0) {
+            fprintf(stderr, "connect: %s\n", pd_err_msg());
+            _exit(1);
+        }
+        if (pd_client_init(&c, &x.net) < 0) {
+            fprintf(stderr, "init: %s\n", pd_err_msg());
+            _exit(2);
+        }
+        pd_client_finish(&c);
+        pd_client_free(&c);
+        _exit(0);
+    }
+    /* pserver 0 drops a silent peer after 1 s; pserver 1 comes up after 2.5 s */
+    usleep(2500000);
+    server_env e1 = {.handshake_timeout = 1, .id = 1, .npservers = 2, .port = eps[1].port};
+    int port1 = 0;
+    pid_t s1 = start_server_env(&x.r, &port1, &e1);
+    CHECK_EQ_INT(port1, eps[1].port);
+    int st, s0st, s1st;
+    CHECK(waitpid(trainer, &st, 0) == trainer);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        kill(s0, SIGTERM);
+        kill(s1, SIGTERM);
+    }
+    CHECK(waitpid(s0, &s0st, 0) == s0 && waitpid(s1, &s1st, 0) == s1);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(WIFEXITED(s0st) && WEXITSTATUS(s0st) == 0);
+    CHECK(WIFEXITED(s1st) && WEXITSTATUS(s1st) == 0);
     fixture_free(&x);
 }
 
