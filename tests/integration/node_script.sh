@@ -144,3 +144,22 @@ if [ $rc -eq 0 ] && [ "$execs" -eq 1 ] && grep -q 'binary copied to 1 of 1' <<<"
 else
     fail fresh_node_one_command "rc $rc, $execs commands started ($starts sessions): $(grep -E 'every node|paddle:' <<<"$out" | tail -n 3)"
 fi
+
+# 10. the binary travels gzip-compressed where the node has gzip (9. above),
+# as it is where it has not: a node whose PATH has the tools the node script
+# uses, but no gzip
+mkdir -p "$T/nogz"
+for tool in sh bash mkdir chmod id sha256sum rm head mv ln cat; do
+    p=$(command -v "$tool") && ln -s "$p" "$T/nogz/$tool"
+done
+SSHD_EXTRA="SetEnv PADDLE_NODE_ROOT=$T/node3 PATH=$T/nogz" sshd_start 3 >/dev/null ||
+    { fail fresh_node_without_gzip "cannot start a second sshd"; exit 0; }
+sed -e "s|127.0.0.2:${SSHD_PORT[2]}|127.0.0.3:${SSHD_PORT[3]}|" -e "s|${SSHD_KNOWN[2]}|${SSHD_KNOWN[3]}|" ws2/job.lua >ws2/nogz.lua
+sed -i "s|root_dir = \[\[.*\]\]|root_dir = [[$T/nogzroot]]|" ws2/nogz.lua
+run_capture "$PADDLE" run ws2/nogz.lua
+if [ $rc -eq 0 ] && grep -q 'binary copied to 1 of 1' <<<"$out" &&
+   cmp -s "$(ls "$T"/nogzroot/.paddle/bin/paddle-* | head -n 1)" "$PADDLE"; then
+    pass fresh_node_without_gzip
+else
+    fail fresh_node_without_gzip "rc $rc: $(grep -E 'paddle:' <<<"$out" | tail -n 3)"
+fi
