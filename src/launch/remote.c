@@ -327,7 +327,28 @@ static int read_answer(node *n, deploy *d, pd_buf *a, pd_buf *e, size_t *pos, co
         struct pollfd p = {.fd = pd_ssh_fd(n->ssh), .events = (short)pd_ssh_events(n->ssh)};
         poll(&p, 1, 100);
     }
-    return pd_err_set(PD_ETIMEDOUT, "%s: no answer while starting the node agent", n->h->host);
+    double waited = PD_MAX(d->sopts.timeout, 5) * 3;
+    if (want && !strncmp(want, "got ", 4))
+        return pd_err_set(PD_ETIMEDOUT, "%s: the node did not confirm receiving %s within %.0f s (a full disk, or a "
+                          "node too busy? cluster.connect_timeout sets the wait: 3 x %.0f s)", n->h->host, want + 4,
+                          waited, PD_MAX(d->sopts.timeout, 5));
+    return pd_err_set(PD_ETIMEDOUT, "%s: no answer within %.0f s while starting the node agent (the login's start-up "
+                      "files run first: a slow one, or a node too busy, needs a larger cluster.connect_timeout, "
+                      "now %.0f s; the wait is 3 times it)", n->h->host, waited, PD_MAX(d->sopts.timeout, 5));
+}
+
+/* The rest of the first line of the node script's output that starts with
+ * prefix, or NULL (whole lines only: a root_dir may contain "need:"). */
+static char *line_value(const pd_buf *a, const char *prefix)
+{
+    size_t k = strlen(prefix);
+    for (const char *p = a->s; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len >= k && !memcmp(p, prefix, k)) return pd_xasprintf("%.*s", (int)(len - k), p + k);
+        p = nl ? nl + 1 : NULL;
+    }
+    return NULL;
 }
 
 /* Is files[i]'s hash also an earlier file's? (Same content: sent once.) */
@@ -440,7 +461,8 @@ static void *deploy_node(void *arg)
     if ((rc = pd_ssh_exec(n->ssh, script, &n->chan)) < 0) goto out;
     rc = read_answer(n, d, &out, &err, &pos, "need:");
     if (rc == 2) { /* send what the node lacks, one file at a time */
-        char *need = pd_xasprintf("%.*s", (int)strcspn(strstr(out.s, "need:") + 5, "\n"), strstr(out.s, "need:") + 5);
+        char *need = line_value(&out, "need:");
+        if (!need) need = pd_xstrdup("");
         for (char *save = NULL, *w = strtok_r(need, " ", &save); w && rc >= 0; w = strtok_r(NULL, " ", &save)) {
             int gz = !strcmp(w, "binary.gz"), bin = gz || !strcmp(w, "binary"), i = 0;
             while (!bin && i < d->nfiles && strcmp(d->files[i].hash, w)) i++;
@@ -467,10 +489,13 @@ static void *deploy_node(void *arg)
         free(need);
         if (rc == 2) rc = read_answer(n, d, &out, &err, &pos, NULL);
     }
-    char *rl = out.s ? strstr(out.s, "root=") : NULL, *jl = out.s ? strstr(out.s, "job=") : NULL;
+    char *rl = out.s ? line_value(&out, "root=") : NULL, *jl = out.s ? line_value(&out, "job=") : NULL;
     if (rl && jl && !n->root) {
-        n->root = pd_xasprintf("%.*s", (int)strcspn(rl + 5, "\n"), rl + 5);
-        n->job = pd_xasprintf("%.*s", (int)strcspn(jl + 4, "\n"), jl + 4);
+        n->root = rl;
+        n->job = jl;
+    } else {
+        free(rl);
+        free(jl);
     }
     if (rc == 1) { /* the agent is starting: it reads the job secret first */
         char hex[2 * PD_SECRET + 2];

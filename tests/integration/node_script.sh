@@ -163,3 +163,15 @@ if [ $rc -eq 0 ] && grep -q 'binary copied to 1 of 1' <<<"$out" &&
 else
     fail fresh_node_without_gzip "rc $rc: $(grep -E 'paddle:' <<<"$out" | tail -n 3)"
 fi
+
+# 11. the node script's answers are whole lines: a root_dir that contains
+# "need:" and "job=" is a name, not an answer
+write_recipe ws2/words.lua "$T/words/need: binary/job=x" '' 'workspace = "."'
+run_capture "$PADDLE" run ws2/words.lua
+job=$(grep -o 'node 0 [^ ]*: job directory .*' <<<"$out" | sed 's/.*job directory //')
+if [ $rc -eq 0 ] && [ -d "$T/words/need: binary/job=x/.paddle/bin" ] && [ -f "$job/nodefile" ] &&
+   [[ "$job" = "$T/words/need: binary/job=x/"* ]]; then
+    pass answers_are_whole_lines
+else
+    fail answers_are_whole_lines "rc $rc, job directory '$job': $(grep -E 'paddle:' <<<"$out" | tail -n 3)"
+fi
