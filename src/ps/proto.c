@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,13 +350,19 @@ static long sysctl_long(const char *path)
     return v;
 }
 
+static long rmax = -1, wmax = -1;
+static pthread_once_t tcp_limits_once = PTHREAD_ONCE_INIT;
+
+static void read_tcp_limits(void)
+{
+    rmax = sysctl_long("/proc/sys/net/core/rmem_max");
+    wmax = sysctl_long("/proc/sys/net/core/wmem_max");
+}
+
+/* (connections are made from several threads: the limits are read once) */
 void pd_tcp_buffers(int fd)
 {
-    static long rmax = -1, wmax = -1;
-    if (rmax < 0) {
-        rmax = sysctl_long("/proc/sys/net/core/rmem_max");
-        wmax = sysctl_long("/proc/sys/net/core/wmem_max");
-    }
+    pthread_once(&tcp_limits_once, read_tcp_limits);
     int want = PD_TCP_BUFFER;
     if (rmax >= want) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want);
     if (wmax >= want) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
