@@ -37,6 +37,7 @@ typedef struct wfile {
     char hash[65];
     int mode;
     long long size;         /* bytes, when it was hashed */
+    int dup;                /* an earlier file has the same content: sent once */
 } wfile;
 
 typedef struct deploy deploy;
@@ -75,6 +76,7 @@ struct deploy {
     char *cluster_rel;
     wfile *files;
     int nfiles;
+    char *links;            /* link_cmd's text, the same for every node */
     const char *endpoints;
     uint8_t secret[PD_SECRET];
     pd_ssh_opts sopts;
@@ -119,46 +121,79 @@ static int list_workspace(deploy *d, const char *dir)
 
 /* --- per host: connect and deploy (one thread each) ------------------------ */
 
+typedef struct keyed {
+    const char *key;
+    int mode, i;
+} keyed;
+
+static int by_key(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+static int by_mode(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    if (x->mode != y->mode) return (x->mode > y->mode) - (x->mode < y->mode);
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* Mark each file whose content an earlier file has (by sorting on the
+ * hash: a workspace may hold many files). */
+static void mark_duplicates(deploy *d)
+{
+    keyed *k = pd_xcalloc((size_t)d->nfiles + 1, sizeof *k);
+    for (int i = 0; i < d->nfiles; i++) k[i] = (keyed){d->files[i].hash, 0, i};
+    qsort(k, (size_t)d->nfiles, sizeof *k, by_key);
+    for (int j = 1; j < d->nfiles; j++) d->files[k[j].i].dup = !strcmp(k[j].key, k[j - 1].key);
+    free(k);
+}
+
 /* Shell text, run in the job directory, that hard-links every workspace
  * file from the cache under "$R" into place with its mode: one mkdir for
  * all the directories and one chmod per mode, so the forks on the node
  * grow with the files only by one `ln` each. */
 static char *link_cmd(deploy *d)
 {
-    pd_buf b = {0}, dirs = {0};
+    pd_buf b = {0};
     pd_buf_put(&b, "true");
-    for (int i = 0; i < d->nfiles; i++) {
+    int n = d->nfiles, nd = 0;
+    keyed *k = pd_xcalloc((size_t)n + 1, sizeof *k);
+    char **dirs = pd_xcalloc((size_t)n + 1, sizeof *dirs);
+    for (int i = 0; i < n; i++) {
         const char *rel = d->files[i].rel, *slash = strrchr(rel, '/');
-        if (!slash) continue;
-        char *dir = pd_xasprintf("%.*s", (int)(slash - rel), rel), *q = pd_sh_quote(dir);
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++) {
-            const char *o = d->files[j].rel, *os = strrchr(o, '/');
-            seen = os && os - o == slash - rel && !strncmp(o, rel, (size_t)(slash - rel));
+        if (slash) {
+            dirs[nd] = pd_xasprintf("%.*s", (int)(slash - rel), rel);
+            k[nd] = (keyed){dirs[nd], 0, i};
+            nd++;
         }
-        if (!seen) pd_buf_printf(&dirs, " %s", q);
-        free(dir);
+    }
+    qsort(k, (size_t)nd, sizeof *k, by_key);
+    for (int j = 0; j < nd; j++) {
+        if (j && !strcmp(k[j].key, k[j - 1].key)) continue;
+        char *q = pd_sh_quote(k[j].key);
+        pd_buf_printf(&b, "%s %s", j ? "" : " && mkdir -p --", q);
         free(q);
     }
-    if (dirs.len) pd_buf_printf(&b, " && mkdir -p --%s", dirs.s);
-    for (int i = 0; i < d->nfiles; i++) {
+    for (int j = 0; j < nd; j++) free(dirs[j]);
+    free(dirs);
+    for (int i = 0; i < n; i++) {
         char *q = pd_sh_quote(d->files[i].rel);
         pd_buf_printf(&b, " && ln -f -- \"$R/.paddle/cache/%s\" %s", d->files[i].hash, q);
         free(q);
     }
-    for (int i = 0; i < d->nfiles; i++) {
-        int mode = d->files[i].mode, first = 1;
-        for (int j = 0; j < i && first; j++) first = d->files[j].mode != mode;
-        if (!first) continue;
-        pd_buf_printf(&b, " && chmod %o --", mode);
-        for (int j = i; j < d->nfiles; j++) {
-            if (d->files[j].mode != mode) continue;
-            char *q = pd_sh_quote(d->files[j].rel);
-            pd_buf_printf(&b, " %s", q);
-            free(q);
-        }
+    /* one chmod per mode, its files in workspace order */
+    for (int i = 0; i < n; i++) k[i] = (keyed){d->files[i].rel, d->files[i].mode, i};
+    qsort(k, (size_t)n, sizeof *k, by_mode);
+    for (int j = 0; j < n; j++) {
+        if (!j || k[j].mode != k[j - 1].mode) pd_buf_printf(&b, " && chmod %o --", k[j].mode);
+        char *q = pd_sh_quote(k[j].key);
+        pd_buf_printf(&b, " %s", q);
+        free(q);
     }
-    free(dirs.s);
+    free(k);
     return b.s;
 }
 
@@ -220,6 +255,7 @@ static int exe_gzip(deploy *d, const uint8_t **gz, size_t *len)
             z.avail_out = (uInt)cap;
             if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
                 free(d->exe_gz);
+    free(d->links);
                 d->exe_gz = NULL;
                 rc = pd_err_set(PD_EIO, "cannot compress %s: deflate failed", d->exe);
             } else {
@@ -351,14 +387,6 @@ static char *line_value(const pd_buf *a, const char *prefix)
     return NULL;
 }
 
-/* Is files[i]'s hash also an earlier file's? (Same content: sent once.) */
-static int seen_hash(const deploy *d, int i)
-{
-    for (int j = 0; j < i; j++)
-        if (!strcmp(d->files[j].hash, d->files[i].hash)) return 1;
-    return 0;
-}
-
 /*
  * The script one exec channel runs on a node. root_dir and the job directory
  * are resolved by the node's shell (a leading ~ and $NAME only: shell.h).
@@ -392,18 +420,18 @@ static char *node_script(node *n, deploy *d, const char *links, const char *agen
                       "S=$(sha256sum -- \"$B\"",
                   d->q_job, d->exe_hash);
     for (int i = 0; i < d->nfiles; i++)
-        if (!seen_hash(d, i)) pd_buf_printf(&b, " .paddle/cache/%s", d->files[i].hash);
+        if (!d->files[i].dup) pd_buf_printf(&b, " .paddle/cache/%s", d->files[i].hash);
     pd_buf_printf(&b, " 2>/dev/null || :) && need= && case \"$S\" in *'%s  '\"$B\"*) ;; "
                       "*) rm -f -- \"$B\"; need=\" binary$G\";; esac && for h in",
                   d->exe_hash);
     for (int i = 0; i < d->nfiles; i++)
-        if (!seen_hash(d, i)) pd_buf_printf(&b, " %s", d->files[i].hash);
+        if (!d->files[i].dup) pd_buf_printf(&b, " %s", d->files[i].hash);
     pd_buf_put(&b, "; do case \"$S\" in *\"$h  .paddle/cache/$h\"*) ;; *) rm -f -- \".paddle/cache/$h\"; "
                    "need=\"$need $h\";; esac; done && "
                    "if [ -n \"$need\" ]; then echo \"need:$need\" && for h in $need; do case $h in ");
     pd_buf_printf(&b, "binary|binary.gz) f=$B z=%lld s=%s m=755;; ", d->exe_size, d->exe_hash);
     for (int i = 0; i < d->nfiles; i++)
-        if (!seen_hash(d, i))
+        if (!d->files[i].dup)
             pd_buf_printf(&b, "%s) f=.paddle/cache/$h z=%lld s=$h m=644;; ", d->files[i].hash, d->files[i].size);
     pd_buf_put(&b, "esac; t=\"$f.$$\" && case $h in *.gz) read -r z && head -c \"$z\" | gzip -dc > \"$t\";; "
                    "*) head -c \"$z\" > \"$t\";; esac && [ \"$(sha256sum < \"$t\")\" = \"$s  -\" ] && "
@@ -453,11 +481,10 @@ static void *deploy_node(void *arg)
     int rc;
     pd_buf out = {0}, err = {0};
     size_t pos = 0;
-    char *script = NULL, *agent = NULL, *links = NULL;
+    char *script = NULL, *agent = NULL;
     if ((rc = connect_node(n, d)) < 0) goto out;
-    links = link_cmd(d);
     agent = agent_cmd(n, d);
-    script = node_script(n, d, links, agent);
+    script = node_script(n, d, d->links, agent);
     if ((rc = pd_ssh_exec(n->ssh, script, &n->chan)) < 0) goto out;
     rc = read_answer(n, d, &out, &err, &pos, "need:");
     if (rc == 2) { /* send what the node lacks, one file at a time */
@@ -522,7 +549,6 @@ out:
     free(err.s);
     free(script);
     free(agent);
-    free(links);
     if (rc < 0) n->err = pd_xstrdup(pd_err_msg());
     return NULL;
 }
@@ -849,6 +875,8 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
         goto out;
     }
+    mark_duplicates(d);
+    d->links = link_cmd(d);
     if (o->resume) {
         free(d->job_dir);
         d->job_dir = NULL;
