@@ -521,7 +521,7 @@ PD_TEST(client_handshakes_each_pserver_as_it_connects)
     CHECK(pd_layout_make(&x.lay, &x.r, 2) == 0);
     CHECK(pd_net_build(&x.net, &x.r, &pd_backend_cpu, 5) == 0);
     int nper = x.lay.ports_num + x.lay.ports_sparse;
-    server_env e0 = {.handshake_timeout = 1, .id = 0, .npservers = 2};
+    server_env e0 = {.handshake_timeout = 2, .id = 0, .npservers = 2};
     pd_endpoint eps[2] = {{"127.0.0.1", 0}, {"127.0.0.1", free_ports(nper)}};
     pid_t s0 = start_server_env(&x.r, &eps[0].port, &e0);
     pid_t trainer = fork();
@@ -539,9 +539,9 @@ PD_TEST(client_handshakes_each_pserver_as_it_connects)
         pd_client_free(&c);
         _exit(0);
     }
-    /* pserver 0 drops a silent peer after 1 s; pserver 1 comes up after 2.5 s */
-    usleep(2500000);
-    server_env e1 = {.handshake_timeout = 1, .id = 1, .npservers = 2, .port = eps[1].port};
+    /* pserver 0 drops a silent peer after 2 s; pserver 1 comes up after 4 s */
+    usleep(4000000);
+    server_env e1 = {.handshake_timeout = 2, .id = 1, .npservers = 2, .port = eps[1].port};
     int port1 = 0;
     pid_t s1 = start_server_env(&x.r, &port1, &e1);
     CHECK_EQ_INT(port1, eps[1].port);
