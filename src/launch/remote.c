@@ -255,7 +255,6 @@ static int exe_gzip(deploy *d, const uint8_t **gz, size_t *len)
             z.avail_out = (uInt)cap;
             if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
                 free(d->exe_gz);
-    free(d->links);
                 d->exe_gz = NULL;
                 rc = pd_err_set(PD_EIO, "cannot compress %s: deflate failed", d->exe);
             } else {
@@ -947,6 +946,7 @@ out:
     }
     free(d->files);
     free(d->exe_gz);
+    free(d->links);
     pthread_mutex_destroy(&d->gz_lock);
     free(d->job_dir);
     free(d->q_root);
