@@ -102,6 +102,7 @@ static int walk_one(const char *path, const struct stat *st, int type, struct FT
         return 0;
     PD_GROW(&walk_d->files, &walk_cap, walk_d->nfiles + 1);
     wfile *f = &walk_d->files[walk_d->nfiles++];
+    memset(f, 0, sizeof *f);
     f->rel = pd_xstrdup(rel);
     f->local = pd_xstrdup(path);
     f->mode = st->st_mode & 0777;
@@ -147,7 +148,7 @@ static void mark_duplicates(deploy *d)
     keyed *k = pd_xcalloc((size_t)d->nfiles + 1, sizeof *k);
     for (int i = 0; i < d->nfiles; i++) k[i] = (keyed){d->files[i].hash, 0, i};
     qsort(k, (size_t)d->nfiles, sizeof *k, by_key);
-    for (int j = 1; j < d->nfiles; j++) d->files[k[j].i].dup = !strcmp(k[j].key, k[j - 1].key);
+    for (int j = 0; j < d->nfiles; j++) d->files[k[j].i].dup = j > 0 && !strcmp(k[j].key, k[j - 1].key);
     free(k);
 }
 
@@ -640,6 +641,7 @@ static int add_file(deploy *d, const char *rel, const char *local)
 {
     PD_GROW(&d->files, &walk_cap, d->nfiles + 1);
     wfile *f = &d->files[d->nfiles++];
+    memset(f, 0, sizeof *f);
     f->rel = pd_xstrdup(rel);
     f->local = pd_xstrdup(local);
     f->mode = 0644;
