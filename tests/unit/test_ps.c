@@ -313,14 +313,19 @@ typedef struct fixture {
     pd_net net;
 } fixture;
 
-static void fixture_load(fixture *x, const char *name, const char *text)
+static void fixture_load_np(fixture *x, const char *name, const char *text, int npservers)
 {
     signal(SIGPIPE, SIG_IGN);
     char *path = pd_test_write(name, text);
     CHECK(pd_recipe_load(&x->r, path, NULL, NULL, 0) == 0);
     free(path);
-    CHECK(pd_layout_make(&x->lay, &x->r, 1) == 0);
+    CHECK(pd_layout_make(&x->lay, &x->r, npservers) == 0);
     CHECK(pd_net_build(&x->net, &x->r, &pd_backend_cpu, 5) == 0);
+}
+
+static void fixture_load(fixture *x, const char *name, const char *text)
+{
+    fixture_load_np(x, name, text, 1);
 }
 
 static void fixture_free(fixture *x)
@@ -505,21 +510,13 @@ static int free_ports(int n)
  * every pserver accepted, or pserver 0 drops it as a silent peer. */
 PD_TEST(client_handshakes_each_pserver_as_it_connects)
 {
-    static const char *two =
-        "data { train = 'x.csv' }\n"
-        "model = function(nn)\n"
-        "  local x, y = nn.data('x', 4), nn.data('y', 2)\n"
-        "  return nn.square_error_cost(nn.fc(x, 2), y)\n"
-        "end\n"
-        "optimizer = nn.sgd { learning_rate = 0.1 }\n"
-        "job { pservers = 2, trainers = 1 }\n";
+    /* recipe_text with two pservers */
+    char *two = pd_xstrdup(recipe_text), *np = strstr(two, "pservers = 1");
+    CHECK(np);
+    np[strlen("pservers = ")] = '2';
     fixture x;
-    signal(SIGPIPE, SIG_IGN);
-    char *path = pd_test_write("two.lua", two);
-    CHECK(pd_recipe_load(&x.r, path, NULL, NULL, 0) == 0);
-    free(path);
-    CHECK(pd_layout_make(&x.lay, &x.r, 2) == 0);
-    CHECK(pd_net_build(&x.net, &x.r, &pd_backend_cpu, 5) == 0);
+    fixture_load_np(&x, "two.lua", two, 2);
+    free(two);
     int nper = x.lay.ports_num + x.lay.ports_sparse;
     server_env e0 = {.handshake_timeout = 2, .id = 0, .npservers = 2};
     pd_endpoint eps[2] = {{"127.0.0.1", 0}, {"127.0.0.1", free_ports(nper)}};
