@@ -348,11 +348,12 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
-/* The last resort against a recipe that never ends: the instruction limit
- * stops Lua code, but not a loop inside one call of Lua's C library (a
- * backtracking string pattern). Loading a recipe has this long, by the wall
- * clock (PADDLE_RECIPE_TIMEOUT seconds overrides it); then the process ends,
- * saying so. */
+/* The last resort against a recipe that never ends: the sandbox's limits
+ * (src/lua/sandbox.c) stop Lua code, the work inside Lua's C library and the
+ * CPU time, but they are checked between instructions, and one comparison
+ * of two huge strings is one instruction. Loading a recipe has this long,
+ * by the wall clock (PADDLE_RECIPE_TIMEOUT seconds overrides it); then the
+ * process ends, saying so. */
 #define RECIPE_DEADLINE_S 60
 
 static char deadline_msg[512];

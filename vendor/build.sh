@@ -53,9 +53,11 @@ build_lua5.4() {
     # Debian's lua5.4 replaces upstream's Makefiles with a libtool build and
     # points luaconf.h at Debian's module directories (plus a header its
     # debian/rules generates). Revert those two patches; keep the others
-    # (extern "C", CVE-2022-28805, CVE-2022-33099).
+    # (extern "C", CVE-2022-28805, CVE-2022-33099). Then ours: work inside
+    # the C library counts for the sandbox's instruction limit.
     patch -R -p1 -s <debian/patches/0002-lua-modules-paths.patch
     patch -R -p1 -s <debian/patches/0001-build-system.patch
+    patch -p1 -s <"$here/patches/lua5.4-count-work.patch"
     make -j"$jobs" -C src posix CC="$cc -std=gnu99"
     install -m 644 src/lua.h src/luaconf.h src/lualib.h src/lauxlib.h "$P/include/"
     install -m 644 src/liblua.a "$P/lib/"

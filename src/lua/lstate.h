@@ -1,7 +1,7 @@
 /*
  * lstate.h - the Lua state paddle runs recipes in (internal to src/lua/).
  *
- * pd_lua_open() makes a state with a memory limit, an instruction-count limit
+ * pd_lua_open() makes a state with a memory limit, limits on running time
  * and the embedded modules of lua/ preloaded; pd_lua_pcall() is the one way
  * into Lua: it turns any error into PD_ERECIPE with the message in
  * pd_err_msg().

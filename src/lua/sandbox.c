@@ -5,8 +5,16 @@
  * lua/sandbox.lua; this file gives that code a state whose memory and running
  * time are bounded, so that a recipe with an endless loop or an endless table
  * fails with a message instead of hanging the launcher, and turns every
- * error into one printable line. The modules of lua/ are embedded; the
- * loader's own code finds them with require (recipes have no require).
+ * error into one printable line.
+ *
+ * Running time is bounded by one count, checked in the count hook, of Lua
+ * instructions, of the work inside one call of Lua's C library (a
+ * backtracking pattern, a sort: our Lua patch charges it to the same hook,
+ * vendor/patches/lua5.4-count-work.patch) and of the bytes allocated (what
+ * string.rep, .. and table.concat cost, charged here); and by the thread's
+ * CPU time, checked there too, for what the count misses. The modules of
+ * lua/ are embedded; the loader's own code finds them with require (recipes
+ * have no require).
  */
 #include "lstate.h"
 #include "recipe.h"
@@ -16,16 +24,22 @@
 #include <lualib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MEM_LIMIT ((size_t)1 << 30)       /* 1 GiB */
 #define INSTR_LIMIT 500000000L            /* instructions */
-#define INSTR_STEP 10000
+#define INSTR_STEP 10000                  /* = LUAL_WORKSTEP: the patch charges C work in these */
+#define ALLOC_BYTES 2                     /* bytes allocated that count as one instruction */
+#define CPU_LIMIT_S 20                    /* seconds of the thread's CPU time */
 #define MODULES "paddle.modules"          /* registry: embedded modules loaded */
 
 struct limits {
     size_t used;
     long instructions;
-    int hit;            /* the instruction limit was reached: msg says where */
+    size_t alloc_work;  /* bytes allocated not yet counted, / ALLOC_BYTES */
+    lua_State *main;    /* the main thread, once it exists */
+    double cpu_start, cpu_limit;    /* thread CPU seconds */
+    int hit;            /* a limit was reached: msg says which and where */
     char msg[256];
 };
 
@@ -44,6 +58,15 @@ static struct limits *limits_of(lua_State *L)
     return ud;
 }
 
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void count_hook(lua_State *L, lua_Debug *ar);
+
 static void *alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     struct limits *lim = ud;
@@ -55,25 +78,65 @@ static void *alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     }
     if (nsize > osize && lim->used + (nsize - osize) > MEM_LIMIT) return NULL;
     void *p = realloc(ptr, nsize);
-    if (p) lim->used = lim->used - osize + nsize;
+    if (!p) return NULL;
+    lim->used = lim->used - osize + nsize;
+    if (nsize > osize) {
+        /* One instruction may allocate (and fill) up to 1 GiB: s .. s in a
+         * loop would run 10,000 of those between two counts. Past a count's
+         * worth of bytes, the hook runs at the next instruction (lua_sethook
+         * may be called anywhere, even from a signal handler). */
+        lim->alloc_work += (nsize - osize) / ALLOC_BYTES;
+        if (lim->alloc_work >= INSTR_STEP && lim->main && lua_gethookcount(lim->main) != 1)
+            lua_sethook(lim->main, count_hook, LUA_MASKCOUNT, 1);
+    }
     return p;
 }
 
-/* Count instructions; past the limit, raise an error, and raise it again at
- * every later count, so that a recipe's pcall in a loop cannot swallow it
- * (the sandbox's pcall and xpcall also pass it on: lua/sandbox.lua). */
+/* Push "file:line: " of the innermost Lua function on the stack: the
+ * running one when the hook counts instructions, the caller when the hook
+ * is charging a C function's work. */
+static void push_lua_where(lua_State *L)
+{
+    lua_Debug ar;
+    for (int level = 0; level < 4 && lua_getstack(L, level, &ar); level++) {
+        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+            luaL_where(L, level);
+            return;
+        }
+    }
+    lua_pushliteral(L, "");
+}
+
+static void set_hit(lua_State *L, struct limits *lim, const char *what)
+{
+    push_lua_where(L);
+    snprintf(lim->msg, sizeof lim->msg, "%srecipe ran %s: an endless loop?", lua_tostring(L, -1), what);
+    lua_pop(L, 1);
+    lim->hit = 1;
+}
+
+/* Count instructions (and the work charged to them); past a limit, raise an
+ * error, and raise it again at every later count, so that a recipe's pcall
+ * in a loop cannot swallow it (the sandbox's pcall and xpcall also pass it
+ * on: lua/sandbox.lua). A count of 1 was asked for by alloc, or inherited
+ * from that by a new coroutine: back to INSTR_STEP. */
 static void count_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
     struct limits *lim = limits_of(L);
-    lim->instructions += INSTR_STEP;
-    if (lim->instructions > INSTR_LIMIT && !lim->hit) {
-        /* level 0 inside a hook is the running function: the recipe line */
-        luaL_where(L, 0);
-        snprintf(lim->msg, sizeof lim->msg, "%srecipe ran over %d million instructions: an endless loop?",
-                 lua_tostring(L, -1), (int)(INSTR_LIMIT / 1000000));
-        lua_pop(L, 1);
-        lim->hit = 1;
+    int count = lua_gethookcount(L);
+    lim->instructions += count + (long)lim->alloc_work;
+    lim->alloc_work = 0;
+    if (count != INSTR_STEP) lua_sethook(L, count_hook, LUA_MASKCOUNT, INSTR_STEP);
+    if (!lim->hit && lim->instructions > INSTR_LIMIT) {
+        char what[64];
+        snprintf(what, sizeof what, "over %d million instructions", (int)(INSTR_LIMIT / 1000000));
+        set_hit(L, lim, what);
+    }
+    if (!lim->hit && thread_cpu() - lim->cpu_start > lim->cpu_limit) {
+        char what[64];
+        snprintf(what, sizeof what, "for over %g s of CPU time", lim->cpu_limit);
+        set_hit(L, lim, what);
     }
     if (lim->hit) {
         lua_pushstring(L, lim->msg);
@@ -123,6 +186,11 @@ lua_State *pd_lua_open(void)
         free(lim);
         return NULL;
     }
+    lim->main = L;
+    lim->cpu_start = thread_cpu();
+    lim->cpu_limit = CPU_LIMIT_S;
+    const char *cpu = getenv("PADDLE_RECIPE_CPU_SECONDS");
+    if (cpu && atof(cpu) > 0) lim->cpu_limit = atof(cpu);
     /* The loader needs io (to read recipes) and debug (for line numbers);
      * recipes only see the allow-list lua/recipe.lua hands them. */
     static const luaL_Reg libs[] = {
@@ -165,6 +233,7 @@ void pd_lua_close(lua_State *L)
     if (!L) return;
     struct limits *lim;
     lua_getallocf(L, (void **)&lim);
+    lim->main = NULL;
     lua_close(L);
     free(lim);
 }

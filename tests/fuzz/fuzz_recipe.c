@@ -7,7 +7,7 @@
  * in a fresh Lua state (pd_recipe_load makes one per call); a recipe that
  * loads is then read the way the other layers read it (parameter count,
  * reader slots) and freed. The run uses libFuzzer's -timeout to catch a
- * recipe that gets past the instruction limit.
+ * recipe that gets past the sandbox's limits on instructions and CPU time.
  *
  * Checks, besides the sanitizers: a load either succeeds or fails with
  * PD_ERECIPE and a message.

@@ -23,8 +23,9 @@ for h in "$@"; do
           -artifact_prefix="$out/" -print_final_stats=1)
     case $h in
         # a recipe may use up to 1 GiB (the sandbox's limit) before it fails, and
-        # runs up to its instruction limit (about 5 s here) before it is stopped
-        recipe) timeout=25; opts+=(-malloc_limit_mb=3072 -dict=tests/fuzz/recipe.dict) ;;
+        # runs up to its instruction limit (about 5 s here) or its CPU-time
+        # limit (20 s) before it is stopped
+        recipe) timeout=40; opts+=(-malloc_limit_mb=3072 -dict=tests/fuzz/recipe.dict) ;;
         # a pserver in a thread per input; the harness itself waits 10 s at most
         server_*) timeout=30 ;;
         *) timeout=10 ;;

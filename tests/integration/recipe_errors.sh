@@ -709,14 +709,48 @@ EOF
 expect_error no-gc-finalizer 2 "gc.lua:8: setmetatable: __gc is not available in a recipe" \
     timeout 60 "$PADDLE" check gc.lua
 
-# a loop inside one call of Lua's C library (a backtracking pattern) is out
-# of the instruction limit's reach: the wall-clock deadline stops it
+# work inside one call of Lua's C library counts as instructions (our Lua
+# patch): a pattern that backtracks for hours, a plain search for a long
+# needle; and so do bytes allocated (a concatenation in a loop)
 write pattern_loop.lua <<EOF
 local x = string.rep("a", 30000):find(".-.-.-.-b")
 $BASE
 EOF
-PADDLE_RECIPE_TIMEOUT=2 expect_error recipe-deadline 2 "pattern_loop.lua: still loading after 2 s: an endless loop in the recipe?" \
+expect_error pattern-backtracks 2 "pattern_loop.lua:1: recipe ran over 500 million instructions: an endless loop?" \
     timeout 60 "$PADDLE" check pattern_loop.lua
+write needle.lua <<EOF
+local x = string.rep("a", 3e7):find(string.rep("a", 3000) .. "b", 1, true)
+$BASE
+EOF
+expect_error plain-find-long-needle 2 "needle.lua:1: recipe ran over 500 million instructions" \
+    timeout 60 "$PADDLE" check needle.lua
+write concat_loop.lua <<EOF
+local s = string.rep("a", 2^24)
+while true do local c = s .. "x" end
+$BASE
+EOF
+expect_error concat-loop 2 "concat_loop.lua:2: recipe ran over 500 million instructions" \
+    timeout 60 "$PADDLE" check concat_loop.lua
+
+# one comparison of two long strings is one instruction: 10,000 of them
+# run between two counts. The CPU-time limit (20 s; lowered here) stops it
+# at the next count...
+write compare_loop.lua <<EOF
+local a, b = string.rep("a", 2^20), string.rep("a", 2^20)
+while a == b do end
+$BASE
+EOF
+PADDLE_RECIPE_CPU_SECONDS=1 expect_error cpu-time-limit 2 "compare_loop.lua:2: recipe ran for over 1 s of CPU time: an endless loop?" \
+    timeout 60 "$PADDLE" check compare_loop.lua
+# ...and with longer strings the counts come too seldom: the wall-clock
+# deadline of the command line is the last resort
+write compare_long.lua <<EOF
+local a, b = string.rep("a", 2^24), string.rep("a", 2^24)
+while a == b do end
+$BASE
+EOF
+PADDLE_RECIPE_TIMEOUT=2 expect_error recipe-deadline 2 "compare_long.lua: still loading after 2 s: an endless loop in the recipe?" \
+    timeout 60 "$PADDLE" check compare_long.lua
 
 write mut_layer.lua <<EOF
 local keep

@@ -1,0 +1,1 @@
+local x = string.rep("a", 30000):find(".-.-.-.-b")
