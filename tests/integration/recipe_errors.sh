@@ -724,6 +724,20 @@ $BASE
 EOF
 expect_error plain-find-long-needle 2 "needle.lua:1: recipe ran over 500 million instructions" \
     timeout 60 "$PADDLE" check needle.lua
+# ...a call that loops without doing anything: an empty string repeated
+# 2^63 times, 2^63 absent elements moved
+write rep_empty.lua <<EOF
+$BASE
+local s = string.rep("", math.maxinteger)
+EOF
+expect_error rep-empty-string 2 "rep_empty.lua:8: recipe ran over 500 million instructions" \
+    timeout 60 "$PADDLE" check rep_empty.lua
+write move_all.lua <<EOF
+$BASE
+local t = table.move({}, 1, math.maxinteger - 1, 2)
+EOF
+expect_error table-move-endless 2 "move_all.lua:8: recipe ran over 500 million instructions" \
+    timeout 60 "$PADDLE" check move_all.lua
 write concat_loop.lua <<EOF
 local s = string.rep("a", 2^24)
 while true do local c = s .. "x" end
