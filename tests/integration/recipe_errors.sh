@@ -724,6 +724,17 @@ $BASE
 EOF
 expect_error plain-find-long-needle 2 "needle.lua:1: recipe ran over 500 million instructions" \
     timeout 60 "$PADDLE" check needle.lua
+# Lua 5.4.4 crashed (C stack overflow) when a gmatch iterator was called
+# again after "pattern too complex": our patch resets its depth
+write gmatch_again.lua <<EOF
+$BASE
+local it = ("a"):rep(1e6):gmatch(("a?"):rep(1e6))
+local ok = pcall(it)
+local x = it()
+EOF
+expect_error gmatch-after-error 2 "gmatch_again.lua:10: pattern too complex" \
+    timeout 60 "$PADDLE" check gmatch_again.lua
+
 # ...a call that loops without doing anything: an empty string repeated
 # 2^63 times, 2^63 absent elements moved
 write rep_empty.lua <<EOF
