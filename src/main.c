@@ -350,8 +350,8 @@ static void on_signal(int sig)
 
 /* The last resort against a recipe that never ends: the sandbox's limits
  * (src/lua/sandbox.c) stop Lua code, the work inside Lua's C library and the
- * CPU time, but they are checked between instructions, and one comparison
- * of two huge strings is one instruction. Loading a recipe has this long,
+ * CPU time, but they are checked between instructions, and one instruction
+ * may run long (a comparison of huge strings). Loading a recipe has this long,
  * by the wall clock (PADDLE_RECIPE_TIMEOUT seconds overrides it); then the
  * process ends, saying so. */
 #define RECIPE_DEADLINE_S 60

@@ -12,9 +12,10 @@
  * backtracking pattern, a sort: our Lua patch charges it to the same hook,
  * vendor/patches/lua5.4-count-work.patch) and of the bytes allocated (what
  * string.rep, .. and table.concat cost, charged here); and by the thread's
- * CPU time, checked there too, for what the count misses. The modules of
- * lua/ are embedded; the loader's own code finds them with require (recipes
- * have no require).
+ * CPU time, checked there too, for what the count misses: a timer on the
+ * thread's CPU clock makes the hook run at the next instruction once the
+ * CPU limit is reached. The modules of lua/ are embedded; the loader's own
+ * code finds them with require (recipes have no require).
  */
 #include "lstate.h"
 #include "recipe.h"
@@ -22,9 +23,16 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#ifndef sigev_notify_thread_id          /* glibc before 2.35 */
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
 
 #define MEM_LIMIT ((size_t)1 << 30)       /* 1 GiB */
 #define INSTR_LIMIT 500000000L            /* instructions */
@@ -39,9 +47,15 @@ struct limits {
     size_t alloc_work;  /* bytes allocated not yet counted, / ALLOC_BYTES */
     lua_State *main;    /* the main thread, once it exists */
     double cpu_start, cpu_limit;    /* thread CPU seconds */
+    timer_t cpu_timer;  /* fires at cpu_limit (cpu_armed: it exists) */
+    int cpu_armed;
+    lua_State *outer;   /* the state this thread ran before this one */
     int hit;            /* a limit was reached: msg says which and where */
     char msg[256];
 };
+
+/* the state this thread runs, for the CPU timer's signal handler */
+static _Thread_local lua_State *running;
 
 /* the files of lua/, compiled in by tools/bin2c */
 struct pd_embedded {
@@ -66,6 +80,53 @@ static double thread_cpu(void)
 }
 
 static void count_hook(lua_State *L, lua_Debug *ar);
+
+/* The CPU timer's signal: one of the real-time signals, which nothing else
+ * in paddle uses. The handler makes the count hook run at the next
+ * instruction (lua_sethook may be called from a signal handler; Lua's own
+ * interpreter does so for ^C), and the hook sees the CPU time is over. */
+static int cpu_signal(void) { return SIGRTMAX - 1; }
+
+static void on_cpu_limit(int sig)
+{
+    (void)sig;
+    lua_State *L = running;
+    if (L) lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+}
+
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static int cpu_handler_ok;
+
+static void install_cpu_handler(void)
+{
+    struct sigaction sa = {.sa_handler = on_cpu_limit, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    cpu_handler_ok = sigaction(cpu_signal(), &sa, NULL) == 0;
+}
+
+/* Arm a one-shot timer on this thread's CPU clock at the CPU limit. Without
+ * it (no timer could be made) the hook still checks the CPU time at every
+ * count, only later. */
+static void arm_cpu_timer(struct limits *lim)
+{
+    pthread_once(&cpu_once, install_cpu_handler);
+    if (!cpu_handler_ok) return;
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = cpu_signal();
+    ev.sigev_notify_thread_id = gettid();
+    if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &lim->cpu_timer) != 0) return;
+    struct itimerspec at = {0};
+    at.it_value.tv_sec = (time_t)lim->cpu_limit;
+    at.it_value.tv_nsec = (long)((lim->cpu_limit - (double)at.it_value.tv_sec) * 1e9);
+    if (at.it_value.tv_sec == 0 && at.it_value.tv_nsec == 0) at.it_value.tv_nsec = 1;
+    if (timer_settime(lim->cpu_timer, 0, &at, NULL) != 0) {
+        timer_delete(lim->cpu_timer);
+        return;
+    }
+    lim->cpu_armed = 1;
+}
 
 static void *alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -190,7 +251,10 @@ lua_State *pd_lua_open(void)
     lim->cpu_start = thread_cpu();
     lim->cpu_limit = CPU_LIMIT_S;
     const char *cpu = getenv("PADDLE_RECIPE_CPU_SECONDS");
-    if (cpu && atof(cpu) > 0) lim->cpu_limit = atof(cpu);
+    if (cpu && atof(cpu) > 0 && atof(cpu) < 1e6) lim->cpu_limit = atof(cpu);
+    lim->outer = running;
+    running = L;
+    arm_cpu_timer(lim);
     /* The loader needs io (to read recipes) and debug (for line numbers);
      * recipes only see the allow-list lua/recipe.lua hands them. */
     static const luaL_Reg libs[] = {
@@ -233,6 +297,8 @@ void pd_lua_close(lua_State *L)
     if (!L) return;
     struct limits *lim;
     lua_getallocf(L, (void **)&lim);
+    if (lim->cpu_armed) timer_delete(lim->cpu_timer);
+    running = lim->outer;
     lim->main = NULL;
     lua_close(L);
     free(lim);
