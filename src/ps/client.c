@@ -770,8 +770,26 @@ static int queue_row_chunks(pd_client *c, pd_net *net, rows_ctx *ctx, size_t *bu
     return 0;
 }
 
+static int post_queued(pd_client *c, pd_net *net);
+static int wait_posted(pd_client *c);
+
+/* The held step, sent right behind the requests queued: those leave
+ * first, so the pservers answer them before they apply the step. */
+static int post_behind(pd_client *c)
+{
+    for (int i = 0; i < c->np * c->nper; i++) {
+        pd_conn *k = &c->conns[i];
+        int rc = k->out_len > k->out_off ? pd_conn_flush(k) : 0;
+        if (rc < 0) return pd_err_wrap(rc, "pserver %d", i / c->nper);
+    }
+    pd_net *net = c->deferred;
+    c->deferred = NULL;
+    return post_queued(c, net);
+}
+
 /* Pull the rows the bound batch uses (all: every row of every table), in
- * rounds of chunks that fit the frame limit. */
+ * rounds of chunks that fit the frame limit; a held step (async) follows
+ * the first round. */
 static int pull_rows(pd_client *c, pd_net *net, int all)
 {
     const pd_layout *l = c->lay;
@@ -794,7 +812,9 @@ static int pull_rows(pd_client *c, pd_net *net, int all)
     }
     for (;;) {
         int pending = 0;
-        if ((rc = queue_row_chunks(c, net, &ctx, budget, &pending)) < 0 || pending == 0) break;
+        if ((rc = queue_row_chunks(c, net, &ctx, budget, &pending)) < 0) break;
+        if (c->deferred && (rc = post_behind(c)) < 0) break;
+        if (pending == 0) break;
         if ((rc = exchange(c, net, &pending, on_rows, &ctx)) < 0) break;
     }
     for (int i = 0; i < nslots; i++) free(ctx.asked[i]);
@@ -808,7 +828,10 @@ static int pull_rows(pd_client *c, pd_net *net, int all)
 
 int pd_client_pull_rows(pd_client *c, pd_net *net)
 {
+    /* the step before the held one is answered before new requests go
+     * out, so that the replies the exchange waits for are only rows */
     int rc = map_params(c, net);
+    if (rc == 0) rc = wait_posted(c);
     return rc < 0 ? rc : pull_rows(c, net, 0);
 }
 
@@ -822,11 +845,22 @@ static int on_step_reply(pd_client *c, pd_net *net, int server, pd_frame *f, voi
 }
 
 /* The replies of a posted step, if any are still to come. */
-static int drain(pd_client *c)
+static int wait_posted(pd_client *c)
 {
     int pending = c->inflight;
     c->inflight = 0;
     return pending ? exchange(c, c->posted, &pending, on_step_reply, NULL) : 0;
+}
+
+/* Every step sent and answered: a held step is sent first. */
+static int drain(pd_client *c)
+{
+    int rc = wait_posted(c);
+    if (rc < 0 || !c->deferred) return rc;
+    pd_net *net = c->deferred;
+    c->deferred = NULL;
+    if ((rc = post_queued(c, net)) < 0) return rc;
+    return wait_posted(c);
 }
 
 /* Queue the step's gradients: dense blocks, then each table's rows. */
@@ -883,8 +917,27 @@ int pd_client_step(pd_client *c, pd_net *net)
 
 int pd_client_post_step(pd_client *c, pd_net *net)
 {
+    int rc = drain(c);
+    return rc < 0 ? rc : post_queued(c, net);
+}
+
+int pd_client_defer_step(pd_client *c, pd_net *net)
+{
+    const pd_layout *l = c->lay;
+    int rc = map_params(c, net), fixed = l->ntables > 0;
+    if (rc < 0) return rc;
+    for (int t = 0; t < l->ntables; t++)
+        if (net->params[c->net_param[l->tables[t]]].hash) fixed = 0;
+    if (!fixed || c->deferred) return pd_client_post_step(c, net);
+    c->deferred = net;
+    return 0;
+}
+
+/* Queue the step (no step may be in flight) and send what the sockets take. */
+static int post_queued(pd_client *c, pd_net *net)
+{
     int pending = 0, rc;
-    if ((rc = drain(c)) < 0 || (rc = queue_step(c, net, &pending)) < 0) return rc;
+    if ((rc = queue_step(c, net, &pending)) < 0) return rc;
     c->inflight = pending;
     c->posted = net;
     /* the next batch's backward overwrites the gradients: every block is

@@ -45,6 +45,7 @@ typedef struct pd_client {
     long step;              /* the pservers' step count after the last step (sync: the global step) */
     int inflight;           /* replies of the step pd_client_post_step sent, not read yet */
     pd_net *posted;         /* the net they update */
+    pd_net *deferred;       /* async: a step held back to follow the next batch's pull (pd_client_defer_step) */
     pd_net *recv_net;       /* the net the exchange under way stores values in */
     pd_net *feeding;        /* the net whose dense gradients are being queued, or NULL */
     uint8_t *fed;           /* per block: queued in this step */
@@ -66,6 +67,14 @@ int pd_client_step(pd_client *c, pd_net *net);
  * at the latest when the next step (or any other exchange) begins. The
  * next batch computes while the pservers apply this one. */
 int pd_client_post_step(pd_client *c, pd_net *net);
+/* Async mode, as post_step, but the step's gradients leave with the next
+ * batch's pull, right behind its requests: the pservers answer the rows
+ * before they apply the step, the trainer computes the next batch while
+ * they apply it. The rows and the dense values a batch computes with are
+ * thus one step of this trainer older than with post_step. Nets with
+ * growing tables (their rows are looked up at bind time) and nets without
+ * sparse tables post at once. Any other exchange sends a held step first. */
+int pd_client_defer_step(pd_client *c, pd_net *net);
 /* The pass is over after batches batches; *total (may be NULL): every
  * trainer's batches in the passes done, as the pservers count them. */
 int pd_client_pass_end(pd_client *c, int pass, int batches, long *total);

@@ -45,7 +45,7 @@ static int ps_exchange(void *ctx, pd_net *net, long step)
 {
     ps_step *s = ctx;
     (void)step;
-    if (!s->sync) return pd_client_post_step(s->cl, net);
+    if (!s->sync) return pd_client_defer_step(s->cl, net);
     int rc = pd_client_step(s->cl, net);
     if (rc < 0 || !s->sync || !s->r->checkpoint_dir || s->r->checkpoint_period < 1) return rc;
     if (s->cl->step % s->r->checkpoint_period != 0) return 0;

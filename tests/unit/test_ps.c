@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -51,8 +52,11 @@ static pid_t start_server_env(pd_recipe *r, int *port, const server_env *env)
     CHECK(pipe(p) == 0);
     for (int i = 0; i < PD_SECRET; i++) secret[i] = (uint8_t)(i * 7 + 1);
     pd_job_id(secret, job);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid == 0) {
+        /* a test that fails before it reaps the server takes it along */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
         close(p[0]);
         pd_server_opts o = {.id = 0, .npservers = 1, .ntrainers = 1, .bind_addr = "127.0.0.1", .port = 0,
                             .ready_fd = p[1], .idle_timeout = 60};
@@ -707,6 +711,63 @@ PD_TEST(client_fetches_a_table_larger_than_a_frame_in_chunks)
     for (size_t i = 0; i < n; i++) CHECK_NEAR(e->w[i], want[i], 0);
     free(want);
     finish_and_reap(&x, server, port, &good);
+    fixture_free(&x);
+}
+
+/* Async: a held step leaves behind the next batch's pull, so the rows that
+ * batch gets are those before the step; the pass end sends it (the
+ * pservers count both batches) and the step is applied after all. */
+PD_TEST(client_async_step_follows_the_next_pull)
+{
+    char *data = pd_test_write("two.csv", "3,1.0\n3,2.0\n");
+    char *text = pd_xasprintf("data { train = '%s' }\n"
+                              "model = function(nn)\n"
+                              "  local e = nn.embedding(nn.id('item', 10), 2)\n"
+                              "  return nn.square_error_cost(nn.fc(e, 1), nn.data('y', 1))\n"
+                              "end\n"
+                              "optimizer = nn.sgd { learning_rate = 0.1 }\n"
+                              "job { pservers = 1, trainers = 1 }\n"
+                              "settings { mode = 'async', batch_size = 1 }\n",
+                              data);
+    fixture x;
+    fixture_load(&x, "async.lua", text);
+    free(text);
+    free(data);
+    int port;
+    pid_t server = start_server(&x.r, &port);
+    pd_endpoint ep = {"127.0.0.1", port};
+    pd_client c;
+    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_init(&c, &x.net) == 0);
+    pd_reader *rd;
+    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
+    CHECK(pd_reader_open(&rd, &x.r, &o) == 0);
+    pd_param *e = pd_net_param(&x.net, "embedding_0.w_0");
+    float before[2], seen[2];
+    double cost;
+    for (int step = 0; step < 2; step++) {
+        pd_batch *b;
+        CHECK_EQ_INT(pd_reader_next(rd, &b), 1);
+        CHECK(pd_net_bind(&x.net, b) == 0);
+        CHECK(pd_client_pull_rows(&c, &x.net) == 0);
+        memcpy(step == 0 ? before : seen, e->w + 3 * 2, sizeof before);
+        CHECK(pd_net_forward(&x.net, &cost) == 0);
+        CHECK(pd_net_backward(&x.net) == 0);
+        CHECK(pd_client_defer_step(&c, &x.net) == 0);
+        CHECK(c.deferred == &x.net); /* held, not sent */
+        pd_reader_release(rd, b);
+    }
+    /* the second batch computed with row 3 as it was before the first step */
+    CHECK_NEAR(seen[0], before[0], 0);
+    CHECK_NEAR(seen[1], before[1], 0);
+    long total = 0;
+    CHECK(pd_client_pass_end(&c, 0, 2, &total) == 0);
+    CHECK(c.deferred == NULL);
+    CHECK_EQ_INT((int)total, 2);
+    CHECK(pd_client_fetch_all(&c, &x.net) == 0);
+    CHECK(e->w[6] != before[0] || e->w[7] != before[1]);
+    pd_reader_close(rd);
+    finish_and_reap(&x, server, port, &c);
     fixture_free(&x);
 }
 
