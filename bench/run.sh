@@ -185,6 +185,49 @@ one_async=$("$paddle" run rec.lua --passes=4 --mode=async --save_dir=o6 2>&1 | g
 printf '  paddle train %s, paddle run 1 pserver + 1 trainer, async %s: ratio %s (target >= 0.9)\n' "$local_rate" \
     "$one_async" "$(ratio "$one_async" "$local_rate")"
 printf '  2 trainers %s against 1 trainer %s: ratio %s\n' "$two_sum" "$one" "$(ratio "$two_sum" "$one")"
+# The same with each role on a core of its own, as on separate hosts: on
+# the shared cores above, whatever the pserver computes while the trainer
+# computes is taken from the trainer, and hiding the exchange behind the
+# computation gains nothing.
+echo "== distributed against local, each role on its own core (1 thread; trainer on CPU 0, pserver on CPU 1)"
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+    sed 's/^settings {/settings { threads = 1,/' rec.lua >rec1.lua
+    pinned_local=$(taskset -c 0 "$paddle" train rec1.lua --passes=4 --save_dir=o7 2>&1 | rate)
+    pinned() { # MODE: samples/s of trainer 0, pserver on CPU 1
+        local port ps r
+        port=$(/usr/bin/python3 -c '
+import random, socket
+while True:
+    p = random.randrange(20000, 32000); ss = []
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); ss.append(s)
+        print(p); break
+    except OSError: pass
+    finally:
+        for s in ss: s.close()')
+        PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+        export PADDLE_JOB_SECRET
+        taskset -c 1 "$paddle" pserver rec1.lua --pserver_id=0 --port="$port" --bind=127.0.0.1 --mode="$1" \
+            >pinned_ps.out 2>&1 &
+        ps=$!
+        r=$(taskset -c 0 "$paddle" trainer rec1.lua --pservers=127.0.0.1:"$port" --trainer_id=0 --mode="$1" \
+            --passes=4 --save_dir=o8 2>&1 | rate)
+        # the pserver ends when its trainer finished; bounded all the same
+        for _ in $(seq 100); do kill -0 $ps 2>/dev/null || break; sleep 0.1; done
+        kill $ps 2>/dev/null
+        wait $ps 2>/dev/null
+        unset PADDLE_JOB_SECRET
+        echo "$r"
+    }
+    for m in sync async; do
+        r=$(pinned $m)
+        printf '  paddle train %s, 1 pserver + 1 trainer, %s %s: ratio %s\n' "$pinned_local" "$m" "$r" \
+            "$(ratio "$r" "$pinned_local")"
+    done
+else
+    echo "  skipped: needs taskset and 2 CPUs"
+fi
 echo "== sparse rows through one pserver (recommender, 1 trainer, last pass)"
 echo "  fixed tables:   ${sparse:-none}"
 # the same model with user, movie and title ids of no declared range: growing tables
