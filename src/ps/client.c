@@ -777,13 +777,13 @@ static int wait_posted(pd_client *c);
  * first, so the pservers answer them before they apply the step. */
 static int post_behind(pd_client *c)
 {
+    pd_net *net = c->deferred;
+    c->deferred = NULL;
     for (int i = 0; i < c->np * c->nper; i++) {
         pd_conn *k = &c->conns[i];
         int rc = k->out_len > k->out_off ? pd_conn_flush(k) : 0;
         if (rc < 0) return pd_err_wrap(rc, "pserver %d", i / c->nper);
     }
-    pd_net *net = c->deferred;
-    c->deferred = NULL;
     return post_queued(c, net);
 }
 
@@ -828,10 +828,11 @@ static int pull_rows(pd_client *c, pd_net *net, int all)
 
 int pd_client_pull_rows(pd_client *c, pd_net *net)
 {
-    /* the step before the held one is answered before new requests go
-     * out, so that the replies the exchange waits for are only rows */
+    /* with a step held, the one before it is answered before new requests
+     * go out (the held one is posted among them); without, the replies of
+     * a posted step are read as they come */
     int rc = map_params(c, net);
-    if (rc == 0) rc = wait_posted(c);
+    if (rc == 0 && c->deferred) rc = wait_posted(c);
     return rc < 0 ? rc : pull_rows(c, net, 0);
 }
 

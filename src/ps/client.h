@@ -68,10 +68,10 @@ int pd_client_step(pd_client *c, pd_net *net);
  * next batch computes while the pservers apply this one. */
 int pd_client_post_step(pd_client *c, pd_net *net);
 /* Async mode, as post_step, but the step's gradients leave with the next
- * batch's pull, right behind its requests: the pservers answer the rows
- * before they apply the step, the trainer computes the next batch while
- * they apply it. The rows and the dense values a batch computes with are
- * thus one step of this trainer older than with post_step. Nets with
+ * batch's pull, right behind its (first round of) requests: the pservers
+ * answer those rows before they apply the step, the trainer computes the
+ * next batch while they apply it. The rows and the dense values a batch
+ * computes with may thus miss this trainer's previous step. Nets with
  * growing tables (their rows are looked up at bind time) and nets without
  * sparse tables post at once. Any other exchange sends a held step first. */
 int pd_client_defer_step(pd_client *c, pd_net *net);

@@ -715,11 +715,11 @@ PD_TEST(client_fetches_a_table_larger_than_a_frame_in_chunks)
 }
 
 /* Async: a held step leaves behind the next batch's pull, so the rows that
- * batch gets are those before the step; the pass end sends it (the
- * pservers count both batches) and the step is applied after all. */
+ * batch gets are those before the step (and after the one before it); the
+ * pass end sends the last held step, and the pservers apply all three. */
 PD_TEST(client_async_step_follows_the_next_pull)
 {
-    char *data = pd_test_write("two.csv", "3,1.0\n3,2.0\n");
+    char *data = pd_test_write("three.csv", "3,1.0\n3,2.0\n3,3.0\n");
     char *text = pd_xasprintf("data { train = '%s' }\n"
                               "model = function(nn)\n"
                               "  local e = nn.embedding(nn.id('item', 10), 2)\n"
@@ -743,29 +743,31 @@ PD_TEST(client_async_step_follows_the_next_pull)
     pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
     CHECK(pd_reader_open(&rd, &x.r, &o) == 0);
     pd_param *e = pd_net_param(&x.net, "embedding_0.w_0");
-    float before[2], seen[2];
+    float row[3][2]; /* row 3 as each batch pulled it */
     double cost;
-    for (int step = 0; step < 2; step++) {
+    for (int step = 0; step < 3; step++) {
         pd_batch *b;
         CHECK_EQ_INT(pd_reader_next(rd, &b), 1);
         CHECK(pd_net_bind(&x.net, b) == 0);
         CHECK(pd_client_pull_rows(&c, &x.net) == 0);
-        memcpy(step == 0 ? before : seen, e->w + 3 * 2, sizeof before);
+        memcpy(row[step], e->w + 3 * 2, sizeof row[step]);
         CHECK(pd_net_forward(&x.net, &cost) == 0);
         CHECK(pd_net_backward(&x.net) == 0);
         CHECK(pd_client_defer_step(&c, &x.net) == 0);
         CHECK(c.deferred == &x.net); /* held, not sent */
         pd_reader_release(rd, b);
     }
-    /* the second batch computed with row 3 as it was before the first step */
-    CHECK_NEAR(seen[0], before[0], 0);
-    CHECK_NEAR(seen[1], before[1], 0);
+    /* batch 1 computed with row 3 as it was before step 0; batch 2 with
+     * step 0 applied (it left behind batch 1's pull), not step 1 */
+    CHECK_NEAR(row[1][0], row[0][0], 0);
+    CHECK_NEAR(row[1][1], row[0][1], 0);
+    CHECK(row[2][0] != row[1][0] || row[2][1] != row[1][1]);
     long total = 0;
-    CHECK(pd_client_pass_end(&c, 0, 2, &total) == 0);
+    CHECK(pd_client_pass_end(&c, 0, 3, &total) == 0);
     CHECK(c.deferred == NULL);
-    CHECK_EQ_INT((int)total, 2);
+    CHECK_EQ_INT((int)c.step, 3); /* the table's updates, ROWS_DONE: all three steps */
     CHECK(pd_client_fetch_all(&c, &x.net) == 0);
-    CHECK(e->w[6] != before[0] || e->w[7] != before[1]);
+    CHECK(e->w[6] != row[2][0] || e->w[7] != row[2][1]);
     pd_reader_close(rd);
     finish_and_reap(&x, server, port, &c);
     fixture_free(&x);
