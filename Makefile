@@ -60,8 +60,9 @@ build/obj/$(1)/gen/embed.o: build/gen/embed.c
 build/obj/$(1)/src/core/version.o: build/gen/rev
 build/obj/$(1)/src/core/version.o: CFLAGS_COMMON += -DPD_GIT_REV='"$$(GIT_REV)"' -DPD_FLAVOUR='"$(7)"'
 build/obj/$(1)/tests/unit/runner.o: build/gen/test_list.h
-# the optimizer loops vectorize only where sqrtf need not set errno
-build/obj/$(1)/src/backend/cpu.o: CFLAGS_COMMON += -fno-math-errno
+# the optimizer and activation loops vectorize only where sqrtf need not
+# set errno and a select may compute both sides (no FP traps are used)
+build/obj/$(1)/src/backend/cpu.o: CFLAGS_COMMON += -fno-math-errno -fno-trapping-math
 
 $(6): $$(OBJS_$(1))
 	$(2) $(4) -o $$@ $$^ $$(DEPS_$(5)_LDFLAGS) $$(DEPS_$(5)_LIBS)

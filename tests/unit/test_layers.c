@@ -26,7 +26,9 @@
 #include "../../src/nn/npy.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 #define TOL 1e-3
@@ -691,6 +693,37 @@ PD_TEST(classification_error_forward)
 /* The fc layer's fused tail gives, bit for bit, what its separate ops give:
  * the bias then the activation; the activation's derivative then the bias
  * gradient, accumulated or written. */
+/* The backend's tanh (a polynomial exponential, so that it vectorizes)
+ * against tanh in double: every float step near 0, a dense sweep of
+ * [-12, 12] and the extremes. Both entry points (with and without bias). */
+PD_TEST(cpu_tanh_accuracy)
+{
+    const pd_backend *be = &pd_backend_cpu;
+    enum { N = 200003 };
+    static float x[N], y[N], z[N], zero[N];
+    int n = 0;
+    for (float v = 1e-30f; v < 0.2f && n < 40000; v *= 1.0007f) {
+        x[n++] = v;
+        x[n++] = -v;
+    }
+    while (n < N - 8) x[n] = -12.f + 24.f * (float)n / (float)N, n++;
+    const float edge[] = {0.f, -0.f, 0.05f, -0.05f, 9.f, -9.f, 1e30f, -1e30f};
+    for (int i = 0; i < 8; i++) x[n++] = edge[i];
+    be->act_forward(PD_ACT_TANH, y, x, 1, n);
+    memcpy(z, x, sizeof x);
+    be->bias_act_forward(PD_ACT_TANH, z, zero, 1, n);
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        double err = fabs((double)y[i] - tanh((double)x[i]));
+        if (err > worst) worst = err;
+        CHECK(y[i] == z[i]);
+        CHECK(y[i] >= -1.f && y[i] <= 1.f);
+        /* near 0 the error is relative: tanh x ~ x */
+        if (fabsf(x[i]) < 0.05f) CHECK(fabs((double)y[i] - tanh((double)x[i])) <= 2e-7 * fabs((double)x[i]) + 1e-37);
+    }
+    CHECK(worst < 3e-7);
+}
+
 PD_TEST(fc_fused_tail_matches_ops)
 {
     const pd_backend *be = &pd_backend_cpu;
