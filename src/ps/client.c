@@ -193,6 +193,14 @@ void pd_client_free(pd_client *c)
     free(c->host);
     free(c->heard);
     free(c->fed);
+    free(c->pfd);
+    for (int i = 0; c->asked && i < c->np * c->lay->ntables; i++) free(c->asked[i]);
+    free(c->asked);
+    free(c->asked_cap);
+    free(c->nasked);
+    free(c->nsent);
+    free(c->ndone);
+    free(c->budget);
     memset(c, 0, sizeof *c);
 }
 
@@ -248,10 +256,13 @@ static const float *host_view(pd_client *c, pd_net *net, const float *dev, size_
 
 /*
  * The dense gradients of a step are queued as their connection's output
- * drains, not all at once: the pservers apply the first blocks while the
- * next are checksummed and sent, and most go from the gradients straight to
- * the socket (pd_conn_queue). all: queue every block left now.
+ * drains (while less than FEED_AHEAD bytes wait there), not all at once:
+ * the pservers apply the first blocks while the next are checksummed and
+ * sent, small blocks leave together, and large ones go from the gradients
+ * straight to the socket (pd_conn_queue). all: queue every block left now.
  */
+#define FEED_AHEAD 65536 /* bytes a connection may hold unsent before its next block is queued */
+
 static int feed(pd_client *c, int all)
 {
     pd_net *net = c->feeding;
@@ -261,7 +272,7 @@ static int feed(pd_client *c, int all)
     for (int k = c->feed_first; k < l->nblocks; k++) {
         if (c->fed[k]) continue;
         pd_conn *conn = dense_conn(c, k);
-        if (!all && conn->out_len > conn->out_off) {
+        if (!all && conn->out_len - conn->out_off >= FEED_AHEAD) {
             left = 1;
             continue;
         }
@@ -282,7 +293,8 @@ static int feed(pd_client *c, int all)
 static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *ctx)
 {
     int n = c->np * c->nper;
-    struct pollfd *pfd = pd_xcalloc((size_t)n, sizeof *pfd);
+    if (!c->pfd) c->pfd = pd_xcalloc((size_t)n, sizeof *c->pfd);
+    struct pollfd *pfd = c->pfd;
     int rc = 0;
     double deadline = pd_now() + c->timeout;
     double last_note = pd_now();
@@ -370,7 +382,6 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
     }
 out:
     c->recv_net = NULL;
-    free(pfd);
     for (int i = 0; i < n; i++) {
         c->bytes_in = 0;
         c->bytes_out = 0;
@@ -712,29 +723,22 @@ static int batch_ids(pd_client *c, pd_net *net, int t, int32_t **out)
     return n;
 }
 
-typedef struct rows_ctx {
-    int32_t **asked;        /* per server * table: the rows asked, in order */
-    int *nasked;
-    int *nsent;             /* rows requested so far */
-    int *ndone;             /* rows answered so far (answers come in order) */
-} rows_ctx;
-
 static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vctx)
 {
-    rows_ctx *ctx = vctx;
+    (void)vctx;
     const pd_layout *l = c->lay;
     if (f->type != PD_MSG_ROWS || f->a >= (uint32_t)l->ntables)
         return pd_err_set(PD_EPROTO, "pserver %d: expected ROWS", server);
     int t = (int)f->a, slot = server * l->ntables + t;
     pd_param *p = &net->params[c->net_param[l->tables[t]]];
-    if (f->b == 0 || f->b > (uint32_t)(ctx->nsent[slot] - ctx->ndone[slot]) ||
+    if (f->b == 0 || f->b > (uint32_t)(c->nsent[slot] - c->ndone[slot]) ||
         (uint64_t)f->len != (uint64_t)f->b * (uint64_t)p->cols * 4)
         return pd_err_set(PD_EPROTO, "pserver %d: ROWS of the wrong size", server);
     const float *v = (const float *)f->payload;
-    const int32_t *ids = ctx->asked[slot] + ctx->ndone[slot];
+    const int32_t *ids = c->asked[slot] + c->ndone[slot];
     for (uint32_t i = 0; i < f->b; i++)
         store(net, p->w, (size_t)ids[i] * p->cols, v + (size_t)i * p->cols, (size_t)p->cols);
-    ctx->ndone[slot] += (int)f->b;
+    c->ndone[slot] += (int)f->b;
     return 0;
 }
 
@@ -742,9 +746,10 @@ static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vct
  * replies asked on one connection in one round fit one frame together (so
  * that a pserver never holds more than a frame of them for us). *pending:
  * the requests queued. */
-static int queue_row_chunks(pd_client *c, pd_net *net, rows_ctx *ctx, size_t *budget, int *pending)
+static int queue_row_chunks(pd_client *c, pd_net *net, int *pending)
 {
     const pd_layout *l = c->lay;
+    size_t *budget = c->budget;
     memset(budget, 0, (size_t)c->np * c->nper * sizeof *budget);
     for (int t = 0; t < l->ntables; t++) {
         pd_param *p = &net->params[c->net_param[l->tables[t]]];
@@ -755,14 +760,14 @@ static int queue_row_chunks(pd_client *c, pd_net *net, rows_ctx *ctx, size_t *bu
             size_t limit = PD_MIN(k->max_frame, (size_t)PD_MAX_FRAME), per = limit / row_bytes;
             size_t *used = &budget[k - c->conns];
             if (per == 0) return pd_err_set(PD_ERANGE, "table '%s': one row is over the frame limit", p->name);
-            while (ctx->nsent[slot] < ctx->nasked[slot]) {
-                size_t cnt = PD_MIN((size_t)(ctx->nasked[slot] - ctx->nsent[slot]), per);
+            while (c->nsent[slot] < c->nasked[slot]) {
+                size_t cnt = PD_MIN((size_t)(c->nasked[slot] - c->nsent[slot]), per);
                 if (*used > 0 && *used + cnt * row_bytes > limit) break;
                 int rc = pd_conn_queue(k, PD_MSG_PULL_ROWS, (uint32_t)t, (uint32_t)cnt,
-                                       ctx->asked[slot] + ctx->nsent[slot], cnt * 4, NULL, 0);
+                                       c->asked[slot] + c->nsent[slot], cnt * 4, NULL, 0);
                 if (rc < 0) return rc;
                 *used += cnt * row_bytes;
-                ctx->nsent[slot] += (int)cnt;
+                c->nsent[slot] += (int)cnt;
                 (*pending)++;
             }
         }
@@ -795,34 +800,43 @@ static int pull_rows(pd_client *c, pd_net *net, int all)
     const pd_layout *l = c->lay;
     if (l->ntables == 0) return 0;
     int nslots = c->np * l->ntables, rc = 0;
-    rows_ctx ctx = {pd_xcalloc((size_t)nslots, sizeof(int32_t *)), pd_xcalloc((size_t)nslots, sizeof(int)),
-                    pd_xcalloc((size_t)nslots, sizeof(int)), pd_xcalloc((size_t)nslots, sizeof(int))};
-    size_t *budget = pd_xcalloc((size_t)c->np * c->nper, sizeof *budget);
+    if (!c->asked) {
+        c->asked = pd_xcalloc((size_t)nslots, sizeof *c->asked);
+        c->asked_cap = pd_xcalloc((size_t)nslots, sizeof *c->asked_cap);
+        c->nasked = pd_xcalloc((size_t)nslots, sizeof *c->nasked);
+        c->nsent = pd_xcalloc((size_t)nslots, sizeof *c->nsent);
+        c->ndone = pd_xcalloc((size_t)nslots, sizeof *c->ndone);
+        c->budget = pd_xcalloc((size_t)c->np * c->nper, sizeof *c->budget);
+    }
+    memset(c->nasked, 0, (size_t)nslots * sizeof *c->nasked);
+    memset(c->nsent, 0, (size_t)nslots * sizeof *c->nsent);
+    memset(c->ndone, 0, (size_t)nslots * sizeof *c->ndone);
     for (int t = 0; t < l->ntables; t++) {
         pd_param *p = &net->params[c->net_param[l->tables[t]]];
         int32_t *ids = NULL;
         int n = p->hash ? 0 : all ? p->rows : batch_ids(c, net, t, &ids);
-        for (int s = 0; s < c->np; s++)
-            ctx.asked[s * l->ntables + t] = pd_xmalloc(((size_t)(all ? pd_rows_on(l, n, s) : n) + 1) * 4);
+        for (int s = 0; s < c->np; s++) {
+            int slot = s * l->ntables + t;
+            size_t want = (size_t)(all ? pd_rows_on(l, n, s) : n) + 1;
+            if (want > c->asked_cap[slot]) {
+                free(c->asked[slot]);
+                c->asked[slot] = pd_xmalloc(want * sizeof(int32_t));
+                c->asked_cap[slot] = want;
+            }
+        }
         for (int i = 0; i < n; i++) {
             int32_t id = all ? i : ids[i];
             int slot = pd_row_owner(l, id) * l->ntables + t;
-            ctx.asked[slot][ctx.nasked[slot]++] = id;
+            c->asked[slot][c->nasked[slot]++] = id;
         }
     }
     for (;;) {
         int pending = 0;
-        if ((rc = queue_row_chunks(c, net, &ctx, budget, &pending)) < 0) break;
+        if ((rc = queue_row_chunks(c, net, &pending)) < 0) break;
         if (c->deferred && (rc = post_behind(c)) < 0) break;
         if (pending == 0) break;
-        if ((rc = exchange(c, net, &pending, on_rows, &ctx)) < 0) break;
+        if ((rc = exchange(c, net, &pending, on_rows, NULL)) < 0) break;
     }
-    for (int i = 0; i < nslots; i++) free(ctx.asked[i]);
-    free(ctx.asked);
-    free(ctx.nasked);
-    free(ctx.nsent);
-    free(ctx.ndone);
-    free(budget);
     return rc;
 }
 
@@ -887,22 +901,22 @@ static int queue_step(pd_client *c, pd_net *net, int *pending)
             int n = 0;
             for (int i = 0; i < p->ntouched; i++)
                 if (pd_row_owner(l, p->touched[i]) == s) n++;
-            int32_t *ids = pd_xmalloc(((size_t)n + 1) * 4);
-            float *vals = pd_xmalloc(((size_t)n * p->cols + 1) * 4);
+            /* the ids, then their gradients, written straight into the
+             * connection's output */
+            pd_conn *k = sparse_conn(c, s, t);
+            size_t row = (size_t)p->cols * 4, len = (size_t)n * 4 + (size_t)n * row;
+            uint8_t *ids = pd_conn_reserve(k, PD_MSG_PUSH_ROWS, len);
+            if (!ids) return pd_err_wrap(PD_ERANGE, "table '%s'", p->name);
+            uint8_t *vals = ids + (size_t)n * 4;
             int j = 0;
             for (int i = 0; i < p->ntouched; i++) {
                 int32_t id = p->touched[i];
                 if (pd_row_owner(l, id) != s) continue;
-                ids[j] = id;
-                const float *g = host_view(c, net, p->g, (size_t)id * p->cols, (size_t)p->cols);
-                memcpy(vals + (size_t)j * p->cols, g, (size_t)p->cols * 4);
+                memcpy(ids + 4 * (size_t)j, &id, 4);
+                memcpy(vals + (size_t)j * row, host_view(c, net, p->g, (size_t)id * p->cols, (size_t)p->cols), row);
                 j++;
             }
-            rc = pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PUSH_ROWS, (uint32_t)t, (uint32_t)n, ids, (size_t)n * 4,
-                               vals, (size_t)n * p->cols * 4);
-            free(ids);
-            free(vals);
-            if (rc < 0) return pd_err_wrap(rc, "table '%s'", p->name);
+            pd_conn_commit(k, PD_MSG_PUSH_ROWS, (uint32_t)t, (uint32_t)n, len);
             (*pending)++;
         }
     }

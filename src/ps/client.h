@@ -20,6 +20,8 @@
 #include "proto.h"
 #include "../nn/net.h"
 
+struct pollfd;
+
 typedef struct pd_endpoint {
     char host[256];
     int port;
@@ -37,6 +39,14 @@ typedef struct pd_client {
     size_t cap_ids;
     float *host;            /* scratch for device backends */
     size_t cap_host;
+    /* kept from one batch to the next (allocations cost page faults and
+     * system calls at every step): exchange's poll set, and pull_rows'
+     * requests, per pserver * table */
+    struct pollfd *pfd;
+    int32_t **asked;
+    size_t *asked_cap;
+    int *nasked, *nsent, *ndone;
+    size_t *budget;         /* per connection */
     uint64_t bytes_out, bytes_in;
     const pd_endpoint *eps; /* the caller's, for messages */
     double hb_timeout;      /* a pserver silent this long while waited on is dead */

@@ -102,6 +102,7 @@ void pd_conn_free(pd_conn *c)
     if (c->fd >= 0) close(c->fd);
     free(c->in);
     free(c->out);
+    free(c->rbuf);
     memset(c, 0, sizeof *c);
     c->fd = -1;
 }
@@ -136,56 +137,111 @@ static ssize_t recv_some(pd_conn *c, void *buf, size_t n, int *eof)
     return pd_err_set(PD_EIO, "read failed: %s", strerror(errno));
 }
 
+/* The read buffer holds at most this much, and no more than one frame of
+ * the connection's limit: a peer still in its handshake costs 536 bytes. */
+#define READ_BUFFER 65536
+/* A payload's remainder at least this long is received straight into its
+ * place, not through the buffer. */
+#define DIRECT_READ 16384
+
+static size_t buffered(const pd_conn *c)
+{
+    return c->r_len - c->r_off;
+}
+
+int pd_conn_buffered(const pd_conn *c)
+{
+    return buffered(c) > 0;
+}
+
+/* Receive what the socket has into the read buffer, behind the bytes not
+ * taken yet (moved to its start): as recv_some. */
+static ssize_t fill(pd_conn *c, int *eof)
+{
+    size_t want = PD_MIN((size_t)READ_BUFFER, c->max_frame + PD_HEADER_SIZE);
+    if (c->r_off > 0) {
+        memmove(c->rbuf, c->rbuf + c->r_off, buffered(c));
+        c->r_len -= c->r_off;
+        c->r_off = 0;
+    }
+    if (c->r_cap < want) {
+        uint8_t *b = realloc(c->rbuf, want);
+        if (!b) return pd_err_set(PD_ENOMEM, "cannot allocate a read buffer of %zu bytes", want);
+        c->rbuf = b;
+        c->r_cap = want;
+    }
+    ssize_t n = recv_some(c, c->rbuf + c->r_len, c->r_cap - c->r_len, eof);
+    if (n > 0) c->r_len += (size_t)n;
+    return n;
+}
+
+/* Decode the header at the read position and pick where its payload goes. */
+static int take_header(pd_conn *c)
+{
+    const uint8_t *h = c->rbuf + c->r_off;
+    c->r_off += PD_HEADER_SIZE;
+    if (rd32(h) != PD_PROTO_MAGIC)
+        return pd_err_set(PD_EPROTO, "bad magic %02x%02x%02x%02x (not a paddle peer?)", h[0], h[1], h[2], h[3]);
+    unsigned version = h[4] | h[5] << 8;
+    if (version != PD_PROTO_VERSION)
+        return pd_err_set(PD_EPROTO, "protocol version %u, this paddle speaks %d", version, PD_PROTO_VERSION);
+    c->cur.type = (uint16_t)(h[6] | h[7] << 8);
+    c->cur.len = rd32(h + 8);
+    c->cur.a = rd32(h + 12);
+    c->cur.b = rd32(h + 16);
+    c->cur_sum = rd32(h + 20);
+    if (!pd_msg_name(c->cur.type)) return pd_err_set(PD_EPROTO, "unknown message type %u", c->cur.type);
+    if (c->cur.len > c->max_frame)
+        return pd_err_set(PD_ERANGE, "%s frame of %u bytes is over the %zu limit", pd_msg_name(c->cur.type),
+                          c->cur.len, c->max_frame);
+    c->dst = c->place && c->cur.len ? c->place(c->place_ctx, &c->cur) : NULL;
+    if (!c->dst && c->cur.len > c->in_cap) {
+        free(c->in);
+        c->in = malloc(c->cur.len);
+        if (!c->in) {
+            c->in_cap = 0;
+            return pd_err_set(PD_ENOMEM, "cannot allocate %u bytes for a frame", c->cur.len);
+        }
+        c->in_cap = c->cur.len;
+    }
+    if (!c->dst) c->dst = c->in;
+    c->in_got = 0;
+    c->have_hdr = 1;
+    return 0;
+}
+
 int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)
 {
     *eof = 0;
     for (;;) {
         if (!c->have_hdr) {
-            ssize_t n = recv_some(c, c->hdr + c->hdr_got, PD_HEADER_SIZE - c->hdr_got, eof);
-            if (n <= 0) return (int)n;
-            c->hdr_got += (size_t)n;
-            if (c->hdr_got < PD_HEADER_SIZE) continue;
-            const uint8_t *h = c->hdr;
-            if (rd32(h) != PD_PROTO_MAGIC)
-                return pd_err_set(PD_EPROTO, "bad magic %02x%02x%02x%02x (not a paddle peer?)", h[0], h[1], h[2], h[3]);
-            unsigned version = h[4] | h[5] << 8;
-            if (version != PD_PROTO_VERSION)
-                return pd_err_set(PD_EPROTO, "protocol version %u, this paddle speaks %d", version, PD_PROTO_VERSION);
-            c->cur.type = (uint16_t)(h[6] | h[7] << 8);
-            c->cur.len = rd32(h + 8);
-            c->cur.a = rd32(h + 12);
-            c->cur.b = rd32(h + 16);
-            c->cur_sum = rd32(h + 20);
-            if (!pd_msg_name(c->cur.type)) return pd_err_set(PD_EPROTO, "unknown message type %u", c->cur.type);
-            if (c->cur.len > c->max_frame)
-                return pd_err_set(PD_ERANGE, "%s frame of %u bytes is over the %zu limit", pd_msg_name(c->cur.type),
-                                  c->cur.len, c->max_frame);
-            c->dst = c->place && c->cur.len ? c->place(c->place_ctx, &c->cur) : NULL;
-            if (!c->dst && c->cur.len > c->in_cap) {
-                free(c->in);
-                c->in = malloc(c->cur.len);
-                if (!c->in) {
-                    c->in_cap = 0;
-                    return pd_err_set(PD_ENOMEM, "cannot allocate %u bytes for a frame", c->cur.len);
-                }
-                c->in_cap = c->cur.len;
+            if (buffered(c) < PD_HEADER_SIZE) {
+                ssize_t n = fill(c, eof);
+                if (n <= 0) return (int)n;
+                continue;
             }
-            if (!c->dst) c->dst = c->in;
-            c->in_got = 0;
-            c->have_hdr = 1;
+            int rc = take_header(c);
+            if (rc < 0) return rc;
         }
-        if (c->in_got < c->cur.len) {
-            ssize_t n = recv_some(c, c->dst + c->in_got, c->cur.len - c->in_got, eof);
+        size_t want = c->cur.len - c->in_got;
+        if (want > 0) {
+            size_t have = PD_MIN(want, buffered(c));
+            if (have > 0) {
+                memcpy(c->dst + c->in_got, c->rbuf + c->r_off, have);
+                c->r_off += have;
+                c->in_got += have;
+                continue;
+            }
+            ssize_t n = want >= DIRECT_READ ? recv_some(c, c->dst + c->in_got, want, eof) : fill(c, eof);
             if (n <= 0) return (int)n;
-            c->in_got += (size_t)n;
-            if (c->in_got < c->cur.len) continue;
+            if (want >= DIRECT_READ) c->in_got += (size_t)n;
+            continue;
         }
         if (pd_checksum(c->dst, c->cur.len) != c->cur_sum)
             return pd_err_set(PD_EPROTO, "%s frame of %u bytes: bad checksum", pd_msg_name(c->cur.type), c->cur.len);
         *f = c->cur;
         f->payload = c->dst;
         c->have_hdr = 0;
-        c->hdr_got = 0;
         return 1;
     }
 }
@@ -219,24 +275,37 @@ static void put_header(uint8_t *h, int type, uint32_t len, uint32_t a, uint32_t 
     wr32(h + 20, sum);
 }
 
-/* A frame of one part, at least this long, queued when nothing is waiting
- * goes to the socket straight from the caller's memory: only what the
- * socket does not take at once is copied. Smaller frames are copied, to go
- * out together. */
+/* A frame of one part at least this long goes to the socket straight from
+ * the caller's memory, behind the output still waiting (one gathered
+ * write): only what the socket does not take is copied. Smaller frames are
+ * copied, to go out together. */
 #define DIRECT_MIN 16384
 
 static int send_direct(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p, size_t n)
 {
     uint8_t h[PD_HEADER_SIZE];
     put_header(h, type, (uint32_t)n, a, b, pd_checksum(p, n));
-    struct iovec iov[2] = {{h, PD_HEADER_SIZE}, {(void *)p, n}};
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+    size_t unsent = c->out_len - c->out_off;
+    struct iovec iov[3];
+    int niov = 0;
+    if (unsent) iov[niov++] = (struct iovec){c->out + c->out_off, unsent};
+    iov[niov++] = (struct iovec){h, PD_HEADER_SIZE};
+    iov[niov++] = (struct iovec){(void *)p, n};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
     ssize_t k = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k < 0) k = 0; /* full, or an error the next flush reports */
     c->bytes_out += (uint64_t)k;
     size_t sent = (size_t)k, total = PD_HEADER_SIZE + n;
+    if (sent < unsent) {
+        c->out_off += sent;
+        sent = 0;
+    } else {
+        c->out_off = c->out_len = 0;
+        sent -= unsent;
+    }
     if (sent == total) return 0;
-    out_reserve(c, total - sent);
+    size_t rest = total - sent;
+    out_reserve(c, rest);
     uint8_t *dst = c->out + c->out_len;
     if (sent < PD_HEADER_SIZE) {
         memcpy(dst, h + sent, PD_HEADER_SIZE - sent);
@@ -244,14 +313,13 @@ static int send_direct(pd_conn *c, int type, uint32_t a, uint32_t b, const void 
         sent = PD_HEADER_SIZE;
     }
     memcpy(dst, (const uint8_t *)p + (sent - PD_HEADER_SIZE), total - sent);
-    c->out_len += total - (size_t)k;
+    c->out_len += rest;
     return 0;
 }
 
-int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1, const void *p2,
-                  size_t n2)
+/* May a frame of len payload bytes be queued? 0, or PD_ERANGE (message set). */
+static int may_queue(pd_conn *c, int type, size_t len)
 {
-    size_t len = n1 + n2;
     if (len > PD_MAX_FRAME)
         return pd_err_set(PD_ERANGE, "a %s frame of %zu bytes would be over the %u frame limit", pd_msg_name(type),
                           len, PD_MAX_FRAME);
@@ -259,7 +327,16 @@ int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, 
     if (c->max_out && unsent + PD_HEADER_SIZE + len > c->max_out)
         return pd_err_set(PD_ERANGE, "%zu bytes of replies unread, over the %zu limit on queued output",
                           unsent + PD_HEADER_SIZE + len, c->max_out);
-    if (n2 == 0 && n1 >= DIRECT_MIN && unsent == 0 && c->fd >= 0) return send_direct(c, type, a, b, p1, n1);
+    return 0;
+}
+
+int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1, const void *p2,
+                  size_t n2)
+{
+    size_t len = n1 + n2;
+    int rc = may_queue(c, type, len);
+    if (rc < 0) return rc;
+    if (n2 == 0 && n1 >= DIRECT_MIN && c->fd >= 0) return send_direct(c, type, a, b, p1, n1);
     out_reserve(c, PD_HEADER_SIZE + len);
     uint8_t *h = c->out + c->out_len, *body = h + PD_HEADER_SIZE;
     uint32_t sum;
@@ -274,6 +351,21 @@ int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, 
     put_header(h, type, (uint32_t)len, a, b, sum);
     c->out_len += PD_HEADER_SIZE + len;
     return 0;
+}
+
+uint8_t *pd_conn_reserve(pd_conn *c, int type, size_t len)
+{
+    if (may_queue(c, type, len) < 0) return NULL;
+    out_reserve(c, PD_HEADER_SIZE + len);
+    return c->out + c->out_len + PD_HEADER_SIZE;
+}
+
+void pd_conn_commit(pd_conn *c, int type, uint32_t a, uint32_t b, size_t len)
+{
+    uint8_t *h = c->out + c->out_len;
+    PD_ASSERT(c->out_len + PD_HEADER_SIZE + len <= c->out_cap);
+    put_header(h, type, (uint32_t)len, a, b, pd_checksum(h + PD_HEADER_SIZE, len));
+    c->out_len += PD_HEADER_SIZE + len;
 }
 
 int pd_conn_flush(pd_conn *c)

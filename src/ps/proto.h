@@ -53,13 +53,15 @@ typedef struct pd_frame {
 typedef struct pd_conn {
     int fd;
     size_t max_frame;   /* payload limit for this connection's state */
-    uint8_t hdr[PD_HEADER_SIZE];
-    size_t hdr_got;
     int have_hdr;
     pd_frame cur;
     uint32_t cur_sum;
     uint8_t *in;
     size_t in_got, in_cap;
+    /* bytes received ahead: one recv takes as many frames as the socket
+     * holds (up to the buffer), not a header and a payload each */
+    uint8_t *rbuf;
+    size_t r_off, r_len, r_cap;
     uint8_t *out;
     size_t out_len, out_off, out_cap;
     size_t max_out;     /* limit on queued, unsent bytes (0: none) */
@@ -88,6 +90,16 @@ int pd_conn_read(pd_conn *c, pd_frame *f, int *eof);
  * PD_MAX_FRAME or the unsent output would pass c->max_out. */
 int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1,
                    const void *p2, size_t n2);
+/* A frame built in place: pd_conn_reserve returns room for len payload
+ * bytes at the end of the output (valid until the next call on c), or NULL
+ * (message set) where pd_conn_queue would refuse the frame; the caller
+ * writes the payload there and pd_conn_commit queues it. No copy. */
+uint8_t *pd_conn_reserve(pd_conn *c, int type, size_t len);
+void pd_conn_commit(pd_conn *c, int type, uint32_t a, uint32_t b, size_t len);
+/* Are received bytes waiting in the buffer (a frame, or part of one)? A
+ * reader that stops before pd_conn_read returned 0 must come back for
+ * them: the socket does not say so. */
+int pd_conn_buffered(const pd_conn *c);
 /* Write what can be written. 1: all sent; 0: more pending; < 0: error. */
 int pd_conn_flush(pd_conn *c);
 /* Blocking: send everything (waiting up to timeout_s). */

@@ -60,6 +60,8 @@ typedef struct sconn {
     char peer[64];
     uint8_t cnonce[PD_NONCE], snonce[PD_NONCE];
     int want_out;
+    int dirty;              /* replies queued, to be sent at the end of the loop's turn (in s->dirty) */
+    int again;              /* frames left in its read buffer (in s->again) */
     int init_done;          /* INIT_DONE seen on this connection */
     double since;           /* accepted at (pd_now) */
 } sconn;
@@ -106,6 +108,8 @@ typedef struct server {
     int fds_short;          /* out of descriptors: logged once until an accept succeeds */
     double accept_paused_until; /* > 0: listeners out of epoll until then */
     size_t max_out;         /* cap on a trainer connection's unsent replies */
+    int *dirty, ndirty;     /* connections with replies queued this turn */
+    int *again, nagain;     /* connections with frames read ahead and not served */
     int nunauth;            /* connections not through the handshake */
     int unauth_full;        /* refusing for PD_MAX_UNAUTH: logged once */
     double handshake_timeout;
@@ -188,6 +192,8 @@ static void drop(server *s, int slot, const char *why)
     s->bytes_out_gone += c->c.bytes_out;
     pd_conn_free(&c->c);
     c->used = 0;
+    c->dirty = 0;
+    c->again = 0;
     c->gen++;
 }
 
@@ -209,19 +215,58 @@ static sconn *waiter_conn(server *s, waiter w)
     return c->used && c->gen == w.gen ? c : NULL;
 }
 
+/* Replies queued on one connection in one turn of the loop go out together
+ * at its end (flush_dirty), in one write where the socket takes them; a
+ * connection with this much waiting is written at once. */
+#define FLUSH_AT 65536
+
+static void send_queued(server *s, int slot)
+{
+    sconn *c = &s->conns[slot];
+    if (pd_conn_flush(&c->c) < 0) {
+        drop(s, slot, pd_err_msg());
+        return;
+    }
+    update_events(s, slot);
+}
+
+static void flush_dirty(server *s)
+{
+    for (int i = 0; i < s->ndirty; i++) {
+        sconn *c = &s->conns[s->dirty[i]];
+        if (!c->used || !c->dirty) continue;
+        c->dirty = 0;
+        send_queued(s, s->dirty[i]);
+    }
+    s->ndirty = 0;
+}
+
+/* The reply queued on w's connection: sent by flush_dirty, or now if much
+ * waits. An over-limit reply drops the connection (after saying why). */
+static void queued(server *s, waiter w, int rc)
+{
+    sconn *c = &s->conns[w.slot];
+    if (rc < 0) {
+        char why[PD_MAX_HANDSHAKE];
+        snprintf(why, sizeof why, "%s", pd_err_msg());
+        send_error(s, w.slot, rc, why);
+        drop(s, w.slot, why);
+        return;
+    }
+    if (c->c.out_len - c->c.out_off >= FLUSH_AT) {
+        send_queued(s, w.slot);
+        return;
+    }
+    if (!c->dirty) {
+        c->dirty = 1;
+        s->dirty[s->ndirty++] = w.slot;
+    }
+}
+
 static void reply(server *s, waiter w, int type, uint32_t a, uint32_t b, const void *p, size_t n)
 {
     sconn *c = waiter_conn(s, w);
-    if (!c) return;
-    int rc = pd_conn_queue(&c->c, type, a, b, p, n, NULL, 0);
-    char why[PD_MAX_HANDSHAKE];
-    snprintf(why, sizeof why, "%s", pd_err_msg());
-    if (rc < 0) send_error(s, w.slot, rc, why);
-    if (rc < 0 || pd_conn_flush(&c->c) < 0) {
-        drop(s, w.slot, rc < 0 ? why : pd_err_msg());
-        return;
-    }
-    update_events(s, w.slot);
+    if (c) queued(s, w, pd_conn_queue(&c->c, type, a, b, p, n, NULL, 0));
 }
 
 /* --- state ---------------------------------------------------------------- */
@@ -1034,13 +1079,16 @@ static int on_frame(server *s, int slot, pd_frame *f)
             return pd_err_set(PD_ERANGE, "PULL_ROWS of %u rows: the reply (%zu bytes) would be over the %u frame limit",
                               f->b, n * sizeof(float), PD_MAX_FRAME);
         s->rows_pulled += f->b;
-        float *out = pd_xmalloc((n ? n : 1) * sizeof(float));
+        /* the rows are gathered straight into the connection's output */
+        pd_conn *out = &s->conns[slot].c;
+        uint8_t *v = pd_conn_reserve(out, PD_MSG_ROWS, n * sizeof(float));
+        if (!v) return PD_ERANGE; /* message set */
         for (uint32_t i = 0; i < f->b; i++)
-            memcpy(out + (size_t)i * tb->dim,
+            memcpy(v + (size_t)i * tb->dim * sizeof(float),
                    tb->w + (size_t)pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i)) * tb->dim,
                    (size_t)tb->dim * sizeof(float));
-        reply(s, me, PD_MSG_ROWS, f->a, f->b, out, n * sizeof(float));
-        free(out);
+        pd_conn_commit(out, PD_MSG_ROWS, f->a, f->b, n * sizeof(float));
+        queued(s, me, 0);
         return 0;
     }
     case PD_MSG_PASS_END:
@@ -1212,7 +1260,8 @@ static void check_deadlines(server *s)
 static void on_readable(server *s, int slot)
 {
     sconn *c = &s->conns[slot];
-    for (int frames = 0; frames < FRAMES_PER_WAKE && c->used; frames++) {
+    int frames = 0;
+    for (; frames < FRAMES_PER_WAKE && c->used; frames++) {
         pd_frame f;
         int eof = 0;
         int rc = pd_conn_read(&c->c, &f, &eof);
@@ -1240,11 +1289,30 @@ static void on_readable(server *s, int slot)
         }
     }
     if (!c->used) return;
-    if (pd_conn_flush(&c->c) < 0) {
-        drop(s, slot, pd_err_msg());
-        return;
+    if (pd_conn_buffered(&c->c) && !c->again && frames == FRAMES_PER_WAKE) {
+        /* frames read ahead wait in its buffer, not in the socket: epoll
+         * would not report them */
+        c->again = 1;
+        s->again[s->nagain++] = slot;
     }
-    update_events(s, slot);
+    if (c->c.out_len > c->c.out_off && !c->dirty) {
+        c->dirty = 1;
+        s->dirty[s->ndirty++] = slot;
+    }
+}
+
+/* Serve the connections whose read buffers held frames at the last turn. */
+static void serve_again(server *s)
+{
+    int n = s->nagain, slots[MAX_CONNS];
+    memcpy(slots, s->again, (size_t)n * sizeof *slots);
+    s->nagain = 0;
+    for (int i = 0; i < n; i++) {
+        sconn *c = &s->conns[slots[i]];
+        if (!c->used || !c->again) continue;
+        c->again = 0;
+        on_readable(s, slots[i]);
+    }
 }
 
 /* Is some trainer waiting on a barrier (a step, a pass end, a checkpoint)? */
@@ -1409,6 +1477,8 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
         s->ready = 1;
     }
     s->conns = pd_xcalloc(MAX_CONNS, sizeof *s->conns);
+    s->dirty = pd_xmalloc(MAX_CONNS * sizeof *s->dirty);
+    s->again = pd_xmalloc(MAX_CONNS * sizeof *s->again);
     s->nlisten = s->lay.ports_num + s->lay.ports_sparse;
     if (s->nlisten > MAX_LISTEN) {
         rc = pd_err_set(PD_EINVAL, "%d ports: a pserver listens on at most %d", s->nlisten, MAX_LISTEN);
@@ -1450,11 +1520,13 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
         }
         check_deadlines(s);
         if ((rc = heartbeats(s)) < 0) break;
-        int n = epoll_wait(s->epfd, evs, MAX_EVENTS, TICK_MS);
+        flush_dirty(s);
+        int n = epoll_wait(s->epfd, evs, MAX_EVENTS, s->nagain ? 0 : TICK_MS);
         if (n < 0 && errno != EINTR) {
             rc = pd_err_set(PD_EIO, "epoll_wait: %s", strerror(errno));
             break;
         }
+        serve_again(s);
         for (int i = 0; i < n; i++) {
             uint64_t id = evs[i].data.u64;
             if (id == HTTP_ID) continue; /* served below */
@@ -1473,10 +1545,13 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
         pd_http_serve(&s->http);
     }
     if (o->stop && *o->stop) PD_INFO("pserver %d stopping on a signal", o->id);
+    flush_dirty(s);
 out:
     for (int i = 0; s->conns && i < MAX_CONNS; i++)
         if (s->conns[i].used) pd_conn_free(&s->conns[i].c);
     free(s->conns);
+    free(s->dirty);
+    free(s->again);
     for (int i = 0; i < s->nlisten; i++)
         if (s->listen_fd[i] >= 0) close(s->listen_fd[i]);
     if (s->epfd >= 0) close(s->epfd);
