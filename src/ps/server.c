@@ -1176,7 +1176,7 @@ static int out_of_fds(server *s, int li, int err)
         close(s->reserve_fd);
         int fd = accept4(s->listen_fd[li], NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0) close(fd);
-        s->reserve_fd = -1;
+        s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (fd >= 0 && s->reserve_fd >= 0) return 0;
     }
     listeners_watch(s, 0);
@@ -1455,7 +1455,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     s->ckpt_step = -1;
     for (int i = 0; i < MAX_LISTEN; i++) s->listen_fd[i] = -1;
     s->handshake_timeout = o->handshake_timeout > 0 ? o->handshake_timeout : PD_HANDSHAKE_TIMEOUT_S;
-    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    s->reserve_fd = -1; /* opened once the ports are */
     s->sync = !r->mode || strcmp(r->mode, "async") != 0;
     if (o->ntrainers < 1 || o->npservers < 1 || o->id < 0 || o->id >= o->npservers)
         return pd_err_set(PD_EINVAL, "pserver %d of %d with %d trainers: bad numbers", o->id, o->npservers,

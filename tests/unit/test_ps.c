@@ -14,6 +14,7 @@
 #include "../../src/ps/server.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -693,6 +694,35 @@ PD_TEST(pserver_out_of_descriptors_does_not_spin)
     for (int i = 0; i < 20; i++) close(fds[i]);
     usleep(300000);
     finish_and_reap(&x, server, port, NULL);
+    fixture_free(&x);
+}
+
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d != NULL);
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+PD_TEST(pserver_run_leaves_no_descriptor_open)
+{
+    /* it opened its spare descriptor twice and closed it once: a process
+     * that runs pservers one after the other ran out of descriptors */
+    fixture x;
+    fixture_load(&x, "r.lua", recipe_text);
+    int before = open_fds();
+    for (int i = 0; i < 3; i++) {
+        pd_server_opts o = {.id = 0, .npservers = 1, .ntrainers = 1, .bind_addr = "127.0.0.1", .port = 0,
+                            .ready_fd = -1, .idle_timeout = 0.2};
+        CHECK(pd_server_run(&x.r, &o) < 0);
+        CHECK_CONTAINS(pd_err_msg(), "no trainer connected");
+    }
+    pd_server_opts bad = {.id = 0, .npservers = 1, .ntrainers = 0, .ready_fd = -1};
+    CHECK(pd_server_run(&x.r, &bad) < 0);
+    CHECK_EQ_INT(open_fds(), before);
     fixture_free(&x);
 }
 
