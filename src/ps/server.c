@@ -110,6 +110,8 @@ typedef struct server {
     size_t max_out;         /* cap on a trainer connection's unsent replies */
     int *dirty, ndirty;     /* connections with replies queued this turn */
     int *again, nagain;     /* connections with frames read ahead and not served */
+    int again_all;          /* the list was full: look at every connection */
+    int *serving;           /* serve_again's copy of the list */
     int nunauth;            /* connections not through the handshake */
     int unauth_full;        /* refusing for PD_MAX_UNAUTH: logged once */
     double handshake_timeout;
@@ -219,6 +221,8 @@ static sconn *waiter_conn(server *s, waiter w)
  * at its end (flush_dirty), in one write where the socket takes them; a
  * connection with this much waiting is written at once. */
 #define FLUSH_AT 65536
+/* room in the lists of connections to flush or serve again */
+#define LIST_CAP (2 * MAX_CONNS)
 
 static void send_queued(server *s, int slot)
 {
@@ -241,6 +245,21 @@ static void flush_dirty(server *s)
     s->ndirty = 0;
 }
 
+/* Connection slot has output for flush_dirty to send. (A dropped slot's
+ * entry stays in the list, and its reuse may add the slot again: with the
+ * list full, the output is sent at once.) */
+static void mark_dirty(server *s, int slot)
+{
+    sconn *c = &s->conns[slot];
+    if (c->dirty) return;
+    if (s->ndirty == LIST_CAP) {
+        send_queued(s, slot);
+        return;
+    }
+    c->dirty = 1;
+    s->dirty[s->ndirty++] = slot;
+}
+
 /* The reply queued on w's connection: sent by flush_dirty, or now if much
  * waits. An over-limit reply drops the connection (after saying why). */
 static void queued(server *s, waiter w, int rc)
@@ -257,10 +276,7 @@ static void queued(server *s, waiter w, int rc)
         send_queued(s, w.slot);
         return;
     }
-    if (!c->dirty) {
-        c->dirty = 1;
-        s->dirty[s->ndirty++] = w.slot;
-    }
+    mark_dirty(s, w.slot);
 }
 
 static void reply(server *s, waiter w, int type, uint32_t a, uint32_t b, const void *p, size_t n)
@@ -383,6 +399,7 @@ static int complete(server *s, const uint8_t *pushed, int npushed)
  * trainer that pushed it) and send the new values to those that pushed. */
 static void apply_block(server *s, sblock *b, const float *g)
 {
+    flush_dirty(s); /* rows asked before this step leave before it is applied */
     pd_opt_hyper h = s->hyper;
     h.t = ++b->t;
     s->updates++;
@@ -399,6 +416,7 @@ static void apply_block(server *s, sblock *b, const float *g)
 
 static void apply_table(server *s, int ti)
 {
+    flush_dirty(s);
     stable *tb = &s->tables[ti];
     pd_opt_hyper h = s->hyper;
     h.t = ++tb->t;
@@ -667,6 +685,7 @@ static int resume(server *s)
  * and answer SAVED to each (b: the lowest of them, who writes the marker). */
 static void save_barrier(server *s)
 {
+    flush_dirty(s); /* before the shard is written */
     int lowest = -1;
     for (int t = 0; t < s->o->ntrainers; t++) {
         if (s->active[t] && !s->save_got[t]) return;
@@ -1265,18 +1284,17 @@ static void on_readable(server *s, int slot)
         pd_frame f;
         int eof = 0;
         int rc = pd_conn_read(&c->c, &f, &eof);
-        if (rc < 0) {
-            drop(s, slot, pd_err_msg());
+        if (rc < 0 || (rc == 0 && eof)) {
+            /* the replies to the frames before go first (best effort) */
+            char why[PD_MAX_HANDSHAKE];
+            snprintf(why, sizeof why, "%s", rc < 0 ? pd_err_msg() : "");
+            pd_conn_flush(&c->c);
+            if (rc == 0 && c->state == ST_READY && !s->finished[c->trainer])
+                PD_WARN("trainer %d (%s) disconnected before it finished", c->trainer, c->peer);
+            drop(s, slot, rc < 0 ? why : NULL);
             return;
         }
-        if (rc == 0) {
-            if (eof) {
-                if (c->state == ST_READY && !s->finished[c->trainer])
-                    PD_WARN("trainer %d (%s) disconnected before it finished", c->trainer, c->peer);
-                drop(s, slot, NULL);
-            }
-            break;
-        }
+        if (rc == 0) break;
         int frc = on_frame(s, slot, &f);
         if (frc < 0) {
             /* an authenticated peer is told why; an unauthenticated one
@@ -1291,21 +1309,26 @@ static void on_readable(server *s, int slot)
     if (!c->used) return;
     if (pd_conn_buffered(&c->c) && !c->again && frames == FRAMES_PER_WAKE) {
         /* frames read ahead wait in its buffer, not in the socket: epoll
-         * would not report them */
+         * would not report them (a full list: every connection is looked at) */
         c->again = 1;
-        s->again[s->nagain++] = slot;
+        if (s->nagain < LIST_CAP) s->again[s->nagain++] = slot;
+        else s->again_all = 1;
     }
-    if (c->c.out_len > c->c.out_off && !c->dirty) {
-        c->dirty = 1;
-        s->dirty[s->ndirty++] = slot;
-    }
+    if (c->c.out_len > c->c.out_off) mark_dirty(s, slot);
 }
 
 /* Serve the connections whose read buffers held frames at the last turn. */
 static void serve_again(server *s)
 {
-    int n = s->nagain, slots[MAX_CONNS];
-    memcpy(slots, s->again, (size_t)n * sizeof *slots);
+    int *slots = s->serving, n = 0;
+    if (s->again_all) {
+        for (int i = 0; i < MAX_CONNS; i++)
+            if (s->conns[i].used && s->conns[i].again) slots[n++] = i;
+        s->again_all = 0;
+    } else {
+        n = s->nagain;
+        memcpy(slots, s->again, (size_t)n * sizeof *slots);
+    }
     s->nagain = 0;
     for (int i = 0; i < n; i++) {
         sconn *c = &s->conns[slots[i]];
@@ -1477,8 +1500,9 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
         s->ready = 1;
     }
     s->conns = pd_xcalloc(MAX_CONNS, sizeof *s->conns);
-    s->dirty = pd_xmalloc(MAX_CONNS * sizeof *s->dirty);
-    s->again = pd_xmalloc(MAX_CONNS * sizeof *s->again);
+    s->dirty = pd_xmalloc(LIST_CAP * sizeof *s->dirty);
+    s->again = pd_xmalloc(LIST_CAP * sizeof *s->again);
+    s->serving = pd_xmalloc(LIST_CAP * sizeof *s->serving);
     s->nlisten = s->lay.ports_num + s->lay.ports_sparse;
     if (s->nlisten > MAX_LISTEN) {
         rc = pd_err_set(PD_EINVAL, "%d ports: a pserver listens on at most %d", s->nlisten, MAX_LISTEN);
@@ -1552,6 +1576,7 @@ out:
     free(s->conns);
     free(s->dirty);
     free(s->again);
+    free(s->serving);
     for (int i = 0; i < s->nlisten; i++)
         if (s->listen_fd[i] >= 0) close(s->listen_fd[i]);
     if (s->epfd >= 0) close(s->epfd);

@@ -508,6 +508,37 @@ PD_TEST(pserver_serves_frames_read_ahead_past_its_per_wake_limit)
     fixture_free(&x);
 }
 
+PD_TEST(pserver_answers_requests_that_came_with_the_peers_close)
+{
+    /* a request, then the peer's half-close, read in one go: the reply
+     * (small, so queued for the end of the loop's turn) must still leave
+     * before the pserver closes its side */
+    fixture x;
+    fixture_load(&x, "emb.lua", emb_recipe_text);
+    int port;
+    pid_t server = start_server(&x.r, &port);
+    int ok = 0;
+    for (int round = 0; round < 5; round++) {
+        int fd = authed(port, &x.lay);
+        pd_conn c;
+        pd_conn_init(&c, fd, PD_MAX_FRAME);
+        CHECK(pd_conn_queue(&c, PD_MSG_PULL_BLOCK, 0, 0, NULL, 0, NULL, 0) == 0);
+        CHECK(pd_conn_send_all(&c, 10) == 0);
+        shutdown(fd, SHUT_WR);
+        pd_frame f;
+        int got = 0;
+        double end = pd_now() + 10;
+        while (!got && pd_now() < end && pd_conn_recv(&c, &f, 5) == 0) got = f.type == PD_MSG_BLOCK_VALUES;
+        ok += got;
+        c.fd = -1;
+        pd_conn_free(&c);
+        close(fd);
+    }
+    CHECK_EQ_INT(ok, 5);
+    finish_and_reap(&x, server, port, NULL);
+    fixture_free(&x);
+}
+
 PD_TEST(pserver_drops_a_peer_that_never_reads_its_replies)
 {
     fixture x;
