@@ -842,10 +842,18 @@ static int pull_rows(pd_client *c, pd_net *net, int all)
 
 int pd_client_pull_rows(pd_client *c, pd_net *net)
 {
-    /* with a step held, the one before it is answered before new requests
-     * go out (the held one is posted among them); without, the replies of
-     * a posted step are read as they come */
     int rc = map_params(c, net);
+    if (rc == 0 && c->deferred && c->deferred_first) {
+        /* sync: the held step, the requests behind it, then every reply
+         * of both (the batch computes with the step's values) */
+        pd_net *held = c->deferred;
+        c->deferred = NULL;
+        if ((rc = post_queued(c, held)) < 0 || (rc = pull_rows(c, net, 0)) < 0) return rc;
+        return wait_posted(c);
+    }
+    /* async: with a step held, the one before it is answered before new
+     * requests go out (the held one is posted among them); without, the
+     * replies of a posted step are read as they come */
     if (rc == 0 && c->deferred) rc = wait_posted(c);
     return rc < 0 ? rc : pull_rows(c, net, 0);
 }
@@ -945,7 +953,21 @@ int pd_client_defer_step(pd_client *c, pd_net *net)
         if (net->params[c->net_param[l->tables[t]]].hash) fixed = 0;
     if (!fixed || c->deferred) return pd_client_post_step(c, net);
     c->deferred = net;
+    c->deferred_first = 0;
     return 0;
+}
+
+int pd_client_hold_step(pd_client *c, pd_net *net)
+{
+    const pd_layout *l = c->lay;
+    int rc = map_params(c, net), fixed = l->ntables > 0;
+    if (rc < 0) return rc;
+    for (int t = 0; t < l->ntables; t++)
+        if (net->params[c->net_param[l->tables[t]]].hash) fixed = 0;
+    if (!fixed || c->deferred || c->inflight) return 0;
+    c->deferred = net;
+    c->deferred_first = 1;
+    return 1;
 }
 
 /* Queue the step (no step may be in flight) and send what the sockets take. */

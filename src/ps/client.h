@@ -55,7 +55,8 @@ typedef struct pd_client {
     long step;              /* the pservers' step count after the last step (sync: the global step) */
     int inflight;           /* replies of the step pd_client_post_step sent, not read yet */
     pd_net *posted;         /* the net they update */
-    pd_net *deferred;       /* async: a step held back to follow the next batch's pull (pd_client_defer_step) */
+    pd_net *deferred;       /* a step held back to go with the next batch's pull (pd_client_defer_step, pd_client_hold_step) */
+    int deferred_first;     /* sync (pd_client_hold_step): it goes in front of the pull, not behind it */
     pd_net *recv_net;       /* the net the exchange under way stores values in */
     pd_net *feeding;        /* the net whose dense gradients are being queued, or NULL */
     uint8_t *fed;           /* per block: queued in this step */
@@ -85,6 +86,14 @@ int pd_client_post_step(pd_client *c, pd_net *net);
  * growing tables (their rows are looked up at bind time) and nets without
  * sparse tables post at once. Any other exchange sends a held step first. */
 int pd_client_defer_step(pd_client *c, pd_net *net);
+/* Sync mode: hold the step's gradients until the next batch's rows are
+ * pulled, then send the step and the row requests right behind it, and
+ * wait for both: the pservers answer the rows once the step is applied
+ * (every trainer's, at its barrier), so the batch sees exactly what a step
+ * and then a pull would give, one round trip sooner. 1: held; 0: not
+ * (growing tables, no sparse table, or a step already held): the caller
+ * runs pd_client_step. Any other exchange sends a held step first. */
+int pd_client_hold_step(pd_client *c, pd_net *net);
 /* The pass is over after batches batches; *total (may be NULL): every
  * trainer's batches in the passes done, as the pservers count them. */
 int pd_client_pass_end(pd_client *c, int pass, int batches, long *total);

@@ -93,7 +93,18 @@ typedef struct stable {
     waiter *wait;
     long t;
     pd_hshard *hs;          /* a growing table: its rows here, by id (else NULL) */
+    struct held_pull *held; /* sync: pulls that wait for this step's update */
+    int nheld, cap_held;
 } stable;
+
+/* Sync: a trainer's PULL_ROWS that came behind its PUSH_ROWS of the same
+ * table, before the step's barrier: answered once the step is applied. */
+typedef struct held_pull {
+    waiter w;
+    int trainer;
+    uint32_t n;
+    uint8_t *ids;           /* the request's payload, n ids */
+} held_pull;
 
 typedef struct server {
     const pd_recipe *r;
@@ -112,6 +123,8 @@ typedef struct server {
     int *again, nagain;     /* connections with frames read ahead and not served */
     int again_all;          /* the list was full: look at every connection */
     int *serving;           /* serve_again's copy of the list */
+    int rows_queued;        /* ROWS wait in the output: they leave before the next update is applied */
+    size_t *held_bytes;     /* per trainer: the replies its held pulls will need */
     int nunauth;            /* connections not through the handshake */
     int unauth_full;        /* refusing for PD_MAX_UNAUTH: logged once */
     double handshake_timeout;
@@ -236,6 +249,7 @@ static void send_queued(server *s, int slot)
 
 static void flush_dirty(server *s)
 {
+    s->rows_queued = 0;
     for (int i = 0; i < s->ndirty; i++) {
         sconn *c = &s->conns[s->dirty[i]];
         if (!c->used || !c->dirty) continue;
@@ -350,6 +364,7 @@ static void make_state(server *s)
     for (int t = 0; t < T; t++) s->decide_pass[t] = -1;
     s->decided_pass = -1;
     s->last_heard = pd_xcalloc((size_t)T, sizeof(double));
+    s->held_bytes = pd_xcalloc((size_t)T, sizeof(size_t));
 }
 
 static void free_state(server *s)
@@ -364,6 +379,8 @@ static void free_state(server *s)
         stable *tb = &s->tables[t];
         free(tb->w); free(tb->g); free(tb->s1); free(tb->s2); free(tb->mark); free(tb->dup); free(tb->touched);
         free(tb->pushed); free(tb->wait);
+        for (int i = 0; i < tb->nheld; i++) free(tb->held[i].ids);
+        free(tb->held);
         if (tb->hs) pd_hshard_free(tb->hs);
         free(tb->hs);
     }
@@ -382,6 +399,7 @@ static void free_state(server *s)
     free(s->decide_wait);
     free(s->decide_pass);
     free(s->last_heard);
+    free(s->held_bytes);
 }
 
 /* --- applying updates -------------------------------------------------------- */
@@ -399,7 +417,7 @@ static int complete(server *s, const uint8_t *pushed, int npushed)
  * trainer that pushed it) and send the new values to those that pushed. */
 static void apply_block(server *s, sblock *b, const float *g)
 {
-    flush_dirty(s); /* rows asked before this step leave before it is applied */
+    if (s->rows_queued) flush_dirty(s); /* rows asked before this step leave before it is applied */
     pd_opt_hyper h = s->hyper;
     h.t = ++b->t;
     s->updates++;
@@ -414,9 +432,50 @@ static void apply_block(server *s, sblock *b, const float *g)
     b->npushed = 0;
 }
 
+static uint32_t rd32(const uint8_t *p);
+
+/* ROWS of table ti for the n ids at ids (as PULL_ROWS carries them),
+ * gathered straight into w's connection's output. */
+static int answer_rows(server *s, waiter w, int ti, const uint8_t *ids, uint32_t n)
+{
+    stable *tb = &s->tables[ti];
+    sconn *c = waiter_conn(s, w);
+    if (!c) return 0;
+    size_t bytes = (size_t)n * tb->dim * sizeof(float);
+    uint8_t *v = pd_conn_reserve(&c->c, PD_MSG_ROWS, bytes);
+    if (!v) return PD_ERANGE; /* message set */
+    s->rows_pulled += n;
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(v + (size_t)i * tb->dim * sizeof(float),
+               tb->w + (size_t)pd_row_local(&s->lay, (int32_t)rd32(ids + 4 * (size_t)i)) * tb->dim,
+               (size_t)tb->dim * sizeof(float));
+    pd_conn_commit(&c->c, PD_MSG_ROWS, (uint32_t)ti, n, bytes);
+    s->rows_queued = 1;
+    queued(s, w, 0);
+    return 0;
+}
+
+/* The pulls held for table ti's step, answered in the order they came. */
+static void answer_held(server *s, int ti)
+{
+    stable *tb = &s->tables[ti];
+    for (int i = 0; i < tb->nheld; i++) {
+        held_pull *h = &tb->held[i];
+        s->held_bytes[h->trainer] -= (size_t)h->n * tb->dim * sizeof(float);
+        if (answer_rows(s, h->w, ti, h->ids, h->n) < 0) {
+            char why[PD_MAX_HANDSHAKE];
+            snprintf(why, sizeof why, "%s", pd_err_msg());
+            send_error(s, h->w.slot, PD_ERANGE, why);
+            drop(s, h->w.slot, why);
+        }
+        free(h->ids);
+    }
+    tb->nheld = 0;
+}
+
 static void apply_table(server *s, int ti)
 {
-    flush_dirty(s);
+    if (s->rows_queued) flush_dirty(s);
     stable *tb = &s->tables[ti];
     pd_opt_hyper h = s->hyper;
     h.t = ++tb->t;
@@ -445,6 +504,7 @@ static void apply_table(server *s, int ti)
         tb->pushed[t] = 0;
     }
     tb->npushed = 0;
+    answer_held(s, ti);
 }
 
 /* After the set of active trainers shrank: finish what now is complete. */
@@ -1097,18 +1157,24 @@ static int on_frame(server *s, int slot, pd_frame *f)
         if (n * sizeof(float) > PD_MAX_FRAME)
             return pd_err_set(PD_ERANGE, "PULL_ROWS of %u rows: the reply (%zu bytes) would be over the %u frame limit",
                               f->b, n * sizeof(float), PD_MAX_FRAME);
-        s->rows_pulled += f->b;
-        /* the rows are gathered straight into the connection's output */
-        pd_conn *out = &s->conns[slot].c;
-        uint8_t *v = pd_conn_reserve(out, PD_MSG_ROWS, n * sizeof(float));
-        if (!v) return PD_ERANGE; /* message set */
-        for (uint32_t i = 0; i < f->b; i++)
-            memcpy(v + (size_t)i * tb->dim * sizeof(float),
-                   tb->w + (size_t)pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i)) * tb->dim,
-                   (size_t)tb->dim * sizeof(float));
-        pd_conn_commit(out, PD_MSG_ROWS, f->a, f->b, n * sizeof(float));
-        queued(s, me, 0);
-        return 0;
+        if (s->sync && tb->pushed[T]) {
+            /* behind this trainer's push of the table, before the step's
+             * barrier: the rows it wants are those after the step */
+            /* a trainer asks at most a frame of rows per connection and
+             * round: the cap on one connection's unsent replies, times
+             * its sparse connections */
+            size_t cap = s->max_out * (size_t)PD_MAX(s->lay.ports_sparse, 1);
+            if (s->held_bytes[T] + n * sizeof(float) > cap)
+                return pd_err_set(PD_ERANGE, "trainer %d: pulls held for the step's barrier would need over %zu bytes",
+                                  T, cap);
+            PD_GROW(&tb->held, &tb->cap_held, tb->nheld + 1);
+            held_pull *h = &tb->held[tb->nheld++];
+            *h = (held_pull){me, T, f->b, pd_xmalloc((size_t)f->b * 4 + 1)};
+            memcpy(h->ids, f->payload, (size_t)f->b * 4);
+            s->held_bytes[T] += n * sizeof(float);
+            return 0;
+        }
+        return answer_rows(s, me, (int)f->a, f->payload, f->b);
     }
     case PD_MSG_PASS_END:
         return on_pass_end(s, me, T, f);

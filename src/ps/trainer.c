@@ -46,6 +46,14 @@ static int ps_exchange(void *ctx, pd_net *net, long step)
     ps_step *s = ctx;
     (void)step;
     if (!s->sync) return pd_client_defer_step(s->cl, net);
+    /* sync: held for the next batch's pull, but in a job with checkpoints
+     * (whether one comes after this step is known from its replies only:
+     * the count this trainer last heard can be behind, after a pass that
+     * other trainers went on with) */
+    if (!s->r->checkpoint_dir || s->r->checkpoint_period < 1) {
+        int held = pd_client_hold_step(s->cl, net);
+        if (held != 0) return held < 0 ? held : 0;
+    }
     int rc = pd_client_step(s->cl, net);
     if (rc < 0 || !s->sync || !s->r->checkpoint_dir || s->r->checkpoint_period < 1) return rc;
     if (s->cl->step % s->r->checkpoint_period != 0) return 0;

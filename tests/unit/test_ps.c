@@ -45,6 +45,7 @@ typedef struct server_env {
     int nlisten;
     int id, npservers;          /* npservers 0: pserver 0 of 1 */
     int port;                   /* 0: any free ports */
+    int ntrainers;              /* 0: 1 */
 } server_env;
 
 static pid_t start_server_env(pd_recipe *r, int *port, const server_env *env)
@@ -67,6 +68,7 @@ static pid_t start_server_env(pd_recipe *r, int *port, const server_env *env)
             o.port = env->port;
         }
         o.handshake_timeout = env ? env->handshake_timeout : 0;
+        if (env && env->ntrainers > 0) o.ntrainers = env->ntrainers;
         if (env && env->spare_fds > 0) {
             /* the lowest free descriptor, then the server's own: listeners,
              * epoll, its reserve */
@@ -929,6 +931,116 @@ PD_TEST(client_async_step_follows_the_next_pull)
     CHECK(pd_client_fetch_all(&c, &x.net) == 0);
     CHECK(e->w[6] != row[2][0] || e->w[7] != row[2][1]);
     pd_reader_close(rd);
+    finish_and_reap(&x, server, port, &c);
+    fixture_free(&x);
+}
+
+/* Trainer 1 of client_sync_pull_waits_for_the_steps_barrier: starts its
+ * steps late, so that trainer 0's pull reaches the pserver first. */
+typedef struct late_trainer {
+    const char *recipe;
+    int port;
+    int rc;
+} late_trainer;
+
+static void *late_trainer_run(void *arg)
+{
+    late_trainer *t = arg;
+    fixture y;
+    fixture_load(&y, "sync1.lua", t->recipe);
+    pd_endpoint ep = {"127.0.0.1", t->port};
+    pd_client c;
+    pd_reader *rd;
+    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
+    int rc = pd_client_connect(&c, &y.lay, &ep, 1, 1, secret, job, 10);
+    if (rc == 0) rc = pd_client_init(&c, &y.net);
+    if (rc == 0) rc = pd_reader_open(&rd, &y.r, &o);
+    if (rc < 0) {
+        t->rc = -1;
+        return NULL;
+    }
+    usleep(300000);
+    double cost;
+    for (int step = 0; step < 2 && rc == 0; step++) {
+        pd_batch *b;
+        rc = pd_reader_next(rd, &b) == 1 ? 0 : -1;
+        if (rc == 0) rc = pd_net_bind(&y.net, b);
+        if (rc == 0) rc = pd_client_pull_rows(&c, &y.net);
+        if (rc == 0) rc = pd_net_forward(&y.net, &cost);
+        if (rc == 0) rc = pd_net_backward(&y.net);
+        if (rc == 0) rc = pd_client_step(&c, &y.net);
+        if (rc == 0) pd_reader_release(rd, b);
+    }
+    long total = 0;
+    if (rc == 0) rc = pd_client_pass_end(&c, 0, 2, &total);
+    if (rc == 0) pd_client_finish(&c);
+    pd_client_free(&c);
+    pd_reader_close(rd);
+    fixture_free(&y);
+    t->rc = rc;
+    return NULL;
+}
+
+PD_TEST(client_sync_pull_waits_for_the_steps_barrier)
+{
+    /* sync, 2 trainers: trainer 0 holds its step and sends it with the
+     * next batch's pull; the pserver must answer that pull only after
+     * trainer 1's step completed the barrier, with the updated row */
+    char *data = pd_test_write("two.csv", "3,1.0\n3,2.0\n");
+    char *text = pd_xasprintf("data { train = '%s' }\n"
+                              "model = function(nn)\n"
+                              "  local e = nn.embedding(nn.id('item', 10), 2)\n"
+                              "  return nn.square_error_cost(nn.fc(e, 1), nn.data('y', 1))\n"
+                              "end\n"
+                              "optimizer = nn.sgd { learning_rate = 0.1 }\n"
+                              "job { pservers = 1, trainers = 2 }\n"
+                              "settings { batch_size = 1 }\n",
+                              data);
+    fixture x;
+    fixture_load(&x, "sync0.lua", text);
+    int port;
+    server_env env = {.ntrainers = 2};
+    pid_t server = start_server_env(&x.r, &port, &env);
+    pd_endpoint ep = {"127.0.0.1", port};
+    pd_client c;
+    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 10) == 0);
+    CHECK(pd_client_init(&c, &x.net) == 0);
+    late_trainer lt = {text, port, 1};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, late_trainer_run, &lt) == 0);
+    pd_reader *rd;
+    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
+    CHECK(pd_reader_open(&rd, &x.r, &o) == 0);
+    pd_param *e = pd_net_param(&x.net, "embedding_0.w_0");
+    float row[2][2], grad[2];
+    double cost;
+    for (int step = 0; step < 2; step++) {
+        pd_batch *b;
+        CHECK_EQ_INT(pd_reader_next(rd, &b), 1);
+        CHECK(pd_net_bind(&x.net, b) == 0);
+        CHECK(pd_client_pull_rows(&c, &x.net) == 0);
+        memcpy(row[step], e->w + 3 * 2, sizeof row[step]);
+        CHECK(pd_net_forward(&x.net, &cost) == 0);
+        CHECK(pd_net_backward(&x.net) == 0);
+        if (step == 0) memcpy(grad, e->g + 3 * 2, sizeof grad);
+        CHECK_EQ_INT(pd_client_hold_step(&c, &x.net), 1);
+        CHECK(c.deferred == &x.net); /* held, not sent */
+        pd_reader_release(rd, b);
+    }
+    /* batch 1 saw step 0: both trainers' gradients of row 3 (the same
+     * batch, so the same gradient), averaged, times the learning rate */
+    CHECK(grad[0] != 0 || grad[1] != 0);
+    CHECK_NEAR(row[1][0], row[0][0] - 0.1f * grad[0], 1e-6);
+    CHECK_NEAR(row[1][1], row[0][1] - 0.1f * grad[1], 1e-6);
+    long total = 0;
+    CHECK(pd_client_pass_end(&c, 0, 2, &total) == 0);
+    CHECK(c.deferred == NULL);
+    CHECK_EQ_INT((int)c.step, 2);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(lt.rc, 0);
+    pd_reader_close(rd);
+    free(text);
+    free(data);
     finish_and_reap(&x, server, port, &c);
     fixture_free(&x);
 }
