@@ -15,22 +15,11 @@ cp "$root/recipes/recommendation.lua" ck_rec.lua
 sed -i 's,data/ml-gen,data/ml-ck,g' ck_rec.lua
 export PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 secs() { awk '{ split($2, t, ":"); printf "%.6f\n", t[1] * 3600 + t[2] * 60 + t[3] }'; }
-ports=$(/usr/bin/python3 - <<'P'
-import random, socket
-got = []
-while len(got) < 2:
-    p = random.randrange(20000, 32000); ss = []
-    try:
-        for q in (p, p + 1):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); ss.append(s)
-        if all(abs(p - g) > 2 for g in got): got.append(p)
-    except OSError: pass
-    finally:
-        for s in ss: s.close()
-print(*got)
-P
-)
-read -r p0 p1 <<<"$ports"
+# two pservers, each on a pair of ports (tests/integration/lib.sh)
+. "$root/tests/integration/lib.sh"
+p0=$(free_port_pair)
+p1=$(free_port_pair)
+while [ $((p1 - p0)) -le 2 ] && [ $((p0 - p1)) -le 2 ]; do p1=$(free_port_pair); done
 pids=()
 start() { # LOG ARGS...
     local log=$1; shift

@@ -23,6 +23,7 @@ paddle=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 threads=${BENCH_THREADS:-2}
 export OPENBLAS_NUM_THREADS=$threads OMP_WAIT_POLICY=PASSIVE
 PY=/usr/bin/python3
+. "$root/tests/integration/lib.sh" # free_port_pair
 work=$(mktemp -d /tmp/pd-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -195,17 +196,7 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
     pinned_local=$(taskset -c 0 "$paddle" train rec1.lua --passes=4 --save_dir=o7 2>&1 | rate)
     pinned() { # MODE: samples/s of trainer 0, pserver on CPU 1
         local port ps r
-        port=$(/usr/bin/python3 -c '
-import random, socket
-while True:
-    p = random.randrange(20000, 32000); ss = []
-    try:
-        for q in (p, p + 1):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); ss.append(s)
-        print(p); break
-    except OSError: pass
-    finally:
-        for s in ss: s.close()')
+        port=$(free_port_pair)
         PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
         export PADDLE_JOB_SECRET
         taskset -c 1 "$paddle" pserver rec1.lua --pserver_id=0 --port="$port" --bind=127.0.0.1 --mode="$1" \
