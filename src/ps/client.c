@@ -382,10 +382,8 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
     }
 out:
     c->recv_net = NULL;
-    for (int i = 0; i < n; i++) {
-        c->bytes_in = 0;
-        c->bytes_out = 0;
-    }
+    c->bytes_in = 0;
+    c->bytes_out = 0;
     for (int i = 0; i < n; i++) {
         c->bytes_in += c->conns[i].bytes_in;
         c->bytes_out += c->conns[i].bytes_out;
@@ -944,13 +942,22 @@ int pd_client_post_step(pd_client *c, pd_net *net)
     return rc < 0 ? rc : post_queued(c, net);
 }
 
-int pd_client_defer_step(pd_client *c, pd_net *net)
+/* 1 when the net has sparse tables and all of them fixed (a step may be
+ * held for the next batch's pull), 0 when not, < 0 on an error. */
+static int fixed_tables_only(pd_client *c, pd_net *net)
 {
     const pd_layout *l = c->lay;
-    int rc = map_params(c, net), fixed = l->ntables > 0;
+    int rc = map_params(c, net);
     if (rc < 0) return rc;
     for (int t = 0; t < l->ntables; t++)
-        if (net->params[c->net_param[l->tables[t]]].hash) fixed = 0;
+        if (net->params[c->net_param[l->tables[t]]].hash) return 0;
+    return l->ntables > 0;
+}
+
+int pd_client_defer_step(pd_client *c, pd_net *net)
+{
+    int fixed = fixed_tables_only(c, net);
+    if (fixed < 0) return fixed;
     if (!fixed || c->deferred) return pd_client_post_step(c, net);
     c->deferred = net;
     c->deferred_first = 0;
@@ -959,12 +966,9 @@ int pd_client_defer_step(pd_client *c, pd_net *net)
 
 int pd_client_hold_step(pd_client *c, pd_net *net)
 {
-    const pd_layout *l = c->lay;
-    int rc = map_params(c, net), fixed = l->ntables > 0;
-    if (rc < 0) return rc;
-    for (int t = 0; t < l->ntables; t++)
-        if (net->params[c->net_param[l->tables[t]]].hash) fixed = 0;
-    if (!fixed || c->deferred || c->inflight) return 0;
+    int fixed = fixed_tables_only(c, net);
+    if (fixed <= 0) return fixed;
+    if (c->deferred || c->inflight) return 0;
     c->deferred = net;
     c->deferred_first = 1;
     return 1;

@@ -388,6 +388,17 @@ static void send_frame(int fd, int type, uint32_t a, uint32_t b, const void *p, 
     pd_conn_free(&c);
 }
 
+/* A frame of type comes on c within secs (the pserver's heartbeats may
+ * come first). */
+static int await_frame(pd_conn *c, int type, double secs)
+{
+    pd_frame f;
+    double end = pd_now() + secs;
+    while (pd_now() < end && pd_conn_recv(c, &f, 5) == 0)
+        if (f.type == type) return 1;
+    return 0;
+}
+
 PD_TEST(pserver_refuses_a_pull_whose_reply_is_over_the_frame_limit)
 {
     fixture x;
@@ -493,10 +504,7 @@ PD_TEST(pserver_serves_frames_read_ahead_past_its_per_wake_limit)
     for (int i = 0; i < 100; i++) CHECK(pd_conn_queue(&c, PD_MSG_HEARTBEAT, 0, 0, NULL, 0, NULL, 0) == 0);
     CHECK(pd_conn_queue(&c, PD_MSG_PULL_BLOCK, 0, 0, NULL, 0, NULL, 0) == 0);
     CHECK(pd_conn_send_all(&c, 10) == 0);
-    pd_frame f;
-    int got = 0;
-    double end = pd_now() + 10; /* (the pserver's heartbeats come meanwhile) */
-    while (!got && pd_now() < end && pd_conn_recv(&c, &f, 5) == 0) got = f.type == PD_MSG_BLOCK_VALUES;
+    int got = await_frame(&c, PD_MSG_BLOCK_VALUES, 10);
     CHECK(got);
     c.fd = -1;
     pd_conn_free(&c);
@@ -522,16 +530,11 @@ PD_TEST(pserver_answers_requests_that_came_with_the_peers_close)
     int ok = 0;
     for (int round = 0; round < 5; round++) {
         int fd = authed(port, &x.lay);
+        send_frame(fd, PD_MSG_PULL_BLOCK, 0, 0, NULL, 0);
+        shutdown(fd, SHUT_WR);
         pd_conn c;
         pd_conn_init(&c, fd, PD_MAX_FRAME);
-        CHECK(pd_conn_queue(&c, PD_MSG_PULL_BLOCK, 0, 0, NULL, 0, NULL, 0) == 0);
-        CHECK(pd_conn_send_all(&c, 10) == 0);
-        shutdown(fd, SHUT_WR);
-        pd_frame f;
-        int got = 0;
-        double end = pd_now() + 10;
-        while (!got && pd_now() < end && pd_conn_recv(&c, &f, 5) == 0) got = f.type == PD_MSG_BLOCK_VALUES;
-        ok += got;
+        ok += await_frame(&c, PD_MSG_BLOCK_VALUES, 10);
         c.fd = -1;
         pd_conn_free(&c);
         close(fd);
