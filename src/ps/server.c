@@ -462,12 +462,8 @@ static void answer_held(server *s, int ti)
     for (int i = 0; i < tb->nheld; i++) {
         held_pull *h = &tb->held[i];
         s->held_bytes[h->trainer] -= (size_t)h->n * tb->dim * sizeof(float);
-        if (answer_rows(s, h->w, ti, h->ids, h->n) < 0) {
-            char why[PD_MAX_HANDSHAKE];
-            snprintf(why, sizeof why, "%s", pd_err_msg());
-            send_error(s, h->w.slot, PD_ERANGE, why);
-            drop(s, h->w.slot, why);
-        }
+        int rc = answer_rows(s, h->w, ti, h->ids, h->n);
+        if (rc < 0) queued(s, h->w, rc); /* says why, drops the trainer */
         free(h->ids);
     }
     tb->nheld = 0;
