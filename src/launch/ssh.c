@@ -72,7 +72,22 @@ struct pd_ssh_chan {
     LIBSSH2_CHANNEL *ch;
     pd_ssh_chan *prev, *next; /* the session's open channels */
     int eof_sent;
+    unsigned long window_max;  /* the widest send window seen: the peer's whole window */
+    unsigned long window_left; /* the window at the last look, less what was written since */
+    int looked, acked;         /* window_left is set; the peer has acknowledged data */
+    size_t in_flight;          /* what a bulk write leaves unacknowledged at most (write_room) */
 };
+
+/* What a bulk write (pd_ssh_write_all) leaves unacknowledged at first.
+ * OpenSSH's sshd grants a 2 MB window and holds what it received until
+ * the command reads it, in a buffer that it grows and copies as it fills:
+ * at 16 hosts on one machine that cost sshd more than its cipher
+ * (docs/performance.md, the launch). A quarter megabyte keeps a 100 MB/s
+ * link busy across a 2.5 ms round trip, and is past the 96 KB after which
+ * sshd acknowledges. A server that waits longer to acknowledge gets the
+ * cap doubled after each CAP_WAIT seconds without one, until its first. */
+enum { IN_FLIGHT = 256 << 10 };
+#define CAP_WAIT 1.0
 
 const char *pd_ssh_version(void)
 {
@@ -1138,6 +1153,7 @@ int pd_ssh_exec(pd_ssh *s, const char *command, pd_ssh_chan **out)
         return code;
     }
     pd_ssh_chan *c = pd_xcalloc(1, sizeof *c);
+    c->in_flight = IN_FLIGHT;
     c->s = s;
     c->ch = ch;
     c->next = s->chans;
@@ -1182,21 +1198,80 @@ ssize_t pd_ssh_write(pd_ssh_chan *c, const void *buf, size_t n)
                 conn_lost((int)w) ? "connection lost: " : "", lerr(c->s));
 }
 
+/* How much of buf[n] to write now: n, less what would pass c->in_flight.
+ * 0 when c->in_flight is reached: then the window adjustments are read
+ * in, as far as they came. */
+static size_t write_room(pd_ssh_chan *c, size_t n)
+{
+    for (int pumped = 0;; pumped = 1) {
+        size_t out = pd_ssh_unacked(c);
+        if (out < c->in_flight) return PD_MIN(n, c->in_flight - out);
+        if (pumped) return 0;
+        char none;
+        libssh2_channel_read_ex(c->ch, SSH_EXTENDED_DATA_STDERR, &none, 0); /* reads the packets waiting */
+    }
+}
+
+size_t pd_ssh_in_flight(pd_ssh_chan *c, size_t cap)
+{
+    size_t was = c->in_flight;
+    if (cap > 0) c->in_flight = cap;
+    return was;
+}
+
+size_t pd_ssh_unacked(pd_ssh_chan *c)
+{
+    unsigned long win = libssh2_channel_window_write_ex(c->ch, NULL);
+    if (c->looked && win > c->window_left) c->acked = 1; /* only an acknowledgement widens it */
+    c->looked = 1;
+    c->window_left = win;
+    if (win > c->window_max) c->window_max = win;
+    return c->window_max - win;
+}
+
 int pd_ssh_write_all(pd_ssh_chan *c, const void *buf, size_t n)
 {
     const char *p = buf;
-    double deadline = pd_now() + c->s->timeout;
+    double deadline = pd_now() + c->s->timeout, capped = 0;
+    /* A write that would block may have left its packet half sent in
+     * libssh2: it must be called again with the same bytes, and nothing
+     * else may send on the session before it (write_room's read could send
+     * a window adjustment, which would finish that packet in its place
+     * and leave libssh2 to send the data twice). So room is taken anew
+     * only after a write went through. */
+    size_t room = 0;
     while (n > 0) {
-        ssize_t w = pd_ssh_write(c, p, n);
+        if (!room) room = write_room(c, n);
+        ssize_t w = room ? pd_ssh_write(c, p, room) : 0;
         if (w < 0) return (int)w;
         if (w > 0) {
             p += w;
             n -= (size_t)w;
+            c->window_left = c->window_left > (unsigned long)w ? c->window_left - (unsigned long)w : 0;
+            room = 0;
+            capped = 0;
             deadline = pd_now() + c->s->timeout;
-        } else if (wait_io(c->s, deadline) < 0) {
+            continue;
+        }
+        double wait_until = deadline;
+        if (!room) {
+            /* At c->in_flight. A server that acknowledges only past it
+             * (one that waits for half of its window) would leave us here
+             * for good: until the first acknowledgement, the cap doubles
+             * after CAP_WAIT without one. After it, a wait here is a
+             * command that reads slowly, and the cap stays. */
+            double now = pd_now();
+            if (!capped) capped = now;
+            if (!c->acked && now - capped >= CAP_WAIT) {
+                c->in_flight *= 2;
+                capped = 0;
+                continue;
+            }
+            wait_until = PD_MIN(deadline, capped + CAP_WAIT);
+        }
+        if (wait_io(c->s, wait_until) < 0 && wait_until >= deadline)
             return fail(c->s, PD_ETIMEDOUT, "timed out after %.1f s writing to the channel (the command does not read)",
                         c->s->timeout);
-        }
     }
     return 0;
 }

@@ -86,8 +86,15 @@ ssize_t pd_ssh_read(pd_ssh_chan *c, char *buf, size_t n, int *eof);
 ssize_t pd_ssh_read_err(pd_ssh_chan *c, char *buf, size_t n, int *eof);
 ssize_t pd_ssh_write(pd_ssh_chan *c, const void *buf, size_t n);
 /* Write all n bytes, waiting while the channel's window is full; fails
- * after the timeout without progress. Returns 0 or < 0. */
+ * after the timeout without progress. Returns 0 or < 0. It leaves at most
+ * pd_ssh_in_flight bytes unacknowledged: 256 KB, doubled each second
+ * that a server which never acknowledged any data leaves it waiting. */
 int pd_ssh_write_all(pd_ssh_chan *c, const void *buf, size_t n);
+/* That cap of c; set to cap when cap > 0. Returns the value before. */
+size_t pd_ssh_in_flight(pd_ssh_chan *c, size_t cap);
+/* Bytes written on c that the server has not acknowledged yet, as far as
+ * its acknowledgements have been read. */
+size_t pd_ssh_unacked(pd_ssh_chan *c);
 /* Close the command's stdin (waits at most the timeout to send it). */
 int pd_ssh_send_eof(pd_ssh_chan *c);
 /* Close the channel and free c (always, even on error): sends EOF, drops

@@ -141,6 +141,7 @@ live host_key_other_type_refused ssh_live_connect PD_SSH_TEST_KEYS="$K/id_ed2551
 # --- channels and files -----------------------------------------------------------
 live exec_channels ssh_live_exec PD_SSH_TEST_KEYS="$K/id_ed25519"
 live parallel_sessions ssh_live_parallel PD_SSH_TEST_KEYS="$K/id_ed25519"
+live bulk_write ssh_live_bulk_write PD_SSH_TEST_KEYS="$K/id_ed25519" PD_SSH_TEST_DIR="${SSHD_ROOT[2]}"
 live transfer_sftp ssh_live_transfer PD_SSH_TEST_KEYS="$K/id_ed25519" PD_SSH_TEST_DIR="${SSHD_ROOT[2]}"
 live transfer_scp_without_sftp ssh_live_transfer PD_SSH_TEST_KEYS="$K/id_ed25519" \
     PD_SSH_TEST_HOST="$SSHD_USER@127.0.0.4:${SSHD_PORT[4]}" PD_SSH_TEST_KNOWN="${SSHD_KNOWN[4]}" \

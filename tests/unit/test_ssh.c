@@ -740,3 +740,59 @@ PD_TEST(ssh_live_transfer)
     free(back);
     pd_ssh_free(s);
 }
+
+/* pd_ssh_write_all into a command that reads late: the bytes arrive whole,
+ * and no more than the cap (256 KB) waits unacknowledged in sshd, which
+ * would hold its whole 2 MB window. Round 0 stops reading for 1.2 s after
+ * sshd acknowledged data: the cap stays. Round 1 starts at 64 KB, below
+ * the 96 KB that sshd waits for before it acknowledges: after a second
+ * without an acknowledgement the cap doubles, and data flows. */
+PD_TEST(ssh_live_bulk_write)
+{
+    live l;
+    if (!live_setup(&l)) return;
+    const char *dir = getenv("PD_SSH_TEST_DIR");
+    CHECK(dir && *dir);
+    pd_ssh *s = live_connect(&l);
+    size_t n = 4 << 20, piece = 32 << 10;
+    char *local = make_file("bulk.bin", n, 7);
+    char *data = pd_xmalloc(n);
+    FILE *f = fopen(local, "rb");
+    CHECK(f && fread(data, 1, n, f) == n);
+    fclose(f);
+    for (int round = 0; round < 2; round++) {
+        char *remote = pd_xasprintf("%s/bulk%d.bin", dir, round), *q = pd_sh_quote(remote);
+        char *cmd = round == 0 ? pd_xasprintf("sleep 0.5; { head -c 1048576 && sleep 1.2 && cat; } > %s", q)
+                               : pd_xasprintf("cat > %s", q);
+        pd_ssh_chan *c;
+        CHECK_EQ_INT(pd_ssh_exec(s, cmd, &c), 0);
+        if (round == 1) CHECK_EQ_INT((int)pd_ssh_in_flight(c, 64 << 10), 256 << 10);
+        size_t most = 0;
+        double t0 = pd_now();
+        for (size_t off = 0; off < n; off += piece) {
+            if (pd_ssh_write_all(c, data + off, piece) < 0) pd_test_fail(__FILE__, __LINE__, "%s", pd_err_msg());
+            size_t out = pd_ssh_unacked(c);
+            CHECK(out <= pd_ssh_in_flight(c, 0));
+            most = PD_MAX(most, out);
+        }
+        size_t cap = pd_ssh_in_flight(c, 0);
+        printf("    round %d: 4 MiB in %.0f ms, at most %zu bytes unacknowledged, cap %zu\n", round,
+               (pd_now() - t0) * 1e3, most, cap);
+        if (round == 0) {
+            CHECK_EQ_INT((int)cap, 256 << 10);
+            CHECK(most > (192 << 10)); /* the reader's pauses filled the cap */
+        } else {
+            CHECK_EQ_INT((int)cap, 128 << 10); /* doubled once, past sshd's 96 KB */
+        }
+        int status = -1;
+        CHECK_EQ_INT(pd_ssh_close_chan(c, &status, NULL), 0);
+        CHECK_EQ_INT(status, 0);
+        CHECK(same_file(local, remote));
+        free(cmd);
+        free(q);
+        free(remote);
+    }
+    free(data);
+    free(local);
+    pd_ssh_free(s);
+}
