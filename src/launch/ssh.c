@@ -17,6 +17,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -83,8 +84,8 @@ struct pd_ssh_chan {
  * the command reads it, in a buffer that it grows and copies as it fills:
  * at 16 hosts on one machine that cost sshd more than its cipher
  * (docs/performance.md, the launch). A quarter megabyte keeps a 100 MB/s
- * link busy across a 2.5 ms round trip, and is past the 96 KB after which
- * sshd acknowledges. A server that waits longer to acknowledge gets the
+ * link busy across a 2.5 ms round trip (5 MB/s across 50 ms), and is past
+ * the 96 KB after which sshd acknowledges. A server that waits longer to acknowledge gets the
  * cap doubled after each CAP_WAIT seconds without one, until its first. */
 enum { IN_FLIGHT = 256 << 10 };
 #define CAP_WAIT 1.0
@@ -1198,17 +1199,21 @@ ssize_t pd_ssh_write(pd_ssh_chan *c, const void *buf, size_t n)
                 conn_lost((int)w) ? "connection lost: " : "", lerr(c->s));
 }
 
-/* How much of buf[n] to write now: n, less what would pass c->in_flight.
- * 0 when c->in_flight is reached: then the window adjustments are read
- * in, as far as they came. */
-static size_t write_room(pd_ssh_chan *c, size_t n)
+/* How much of buf[n] to write now: n, less what would pass c->in_flight;
+ * 0 when c->in_flight is reached, after the window adjustments that came
+ * were read in; < 0 when reading them failed (the connection was lost).
+ * Once the command has ended its output, no cap: the write itself says
+ * whether the channel is closed. */
+static ssize_t write_room(pd_ssh_chan *c, size_t n)
 {
     for (int pumped = 0;; pumped = 1) {
         size_t out = pd_ssh_unacked(c);
-        if (out < c->in_flight) return PD_MIN(n, c->in_flight - out);
+        if (libssh2_channel_eof(c->ch)) return (ssize_t)PD_MIN(n, (size_t)SSIZE_MAX);
+        if (out < c->in_flight) return (ssize_t)PD_MIN(n, PD_MIN(c->in_flight - out, (size_t)SSIZE_MAX));
         if (pumped) return 0;
         char none;
-        libssh2_channel_read_ex(c->ch, SSH_EXTENDED_DATA_STDERR, &none, 0); /* reads the packets waiting */
+        ssize_t r = chan_read(c, SSH_EXTENDED_DATA_STDERR, &none, 0, NULL); /* reads the packets waiting */
+        if (r < 0) return r;
     }
 }
 
@@ -1234,14 +1239,18 @@ int pd_ssh_write_all(pd_ssh_chan *c, const void *buf, size_t n)
     const char *p = buf;
     double deadline = pd_now() + c->s->timeout, capped = 0;
     /* A write that would block may have left its packet half sent in
-     * libssh2: it must be called again with the same bytes, and nothing
-     * else may send on the session before it (write_room's read could send
-     * a window adjustment, which would finish that packet in its place
-     * and leave libssh2 to send the data twice). So room is taken anew
-     * only after a write went through. */
+     * libssh2: it must be called again with the same bytes, so room is
+     * taken anew only after a write went through. In between, reads are
+     * safe (libssh2 holds back any other packet until that one is out),
+     * and needed: a read may have left its own packet half sent (our
+     * window adjustment), which only a read finishes. */
     size_t room = 0;
     while (n > 0) {
-        if (!room) room = write_room(c, n);
+        if (!room) {
+            ssize_t r = write_room(c, n);
+            if (r < 0) return (int)r;
+            room = (size_t)r;
+        }
         ssize_t w = room ? pd_ssh_write(c, p, room) : 0;
         if (w < 0) return (int)w;
         if (w > 0) {
@@ -1254,7 +1263,7 @@ int pd_ssh_write_all(pd_ssh_chan *c, const void *buf, size_t n)
             continue;
         }
         double wait_until = deadline;
-        if (!room) {
+        if (!room && !c->acked) {
             /* At c->in_flight. A server that acknowledges only past it
              * (one that waits for half of its window) would leave us here
              * for good: until the first acknowledgement, the cap doubles
@@ -1262,16 +1271,23 @@ int pd_ssh_write_all(pd_ssh_chan *c, const void *buf, size_t n)
              * command that reads slowly, and the cap stays. */
             double now = pd_now();
             if (!capped) capped = now;
-            if (!c->acked && now - capped >= CAP_WAIT) {
+            if (now - capped >= CAP_WAIT) {
                 c->in_flight *= 2;
                 capped = 0;
                 continue;
             }
             wait_until = PD_MIN(deadline, capped + CAP_WAIT);
         }
+        /* the wait is for what the last call needs (the write's, when it
+         * would block); then what came is read before the write again */
         if (wait_io(c->s, wait_until) < 0 && wait_until >= deadline)
             return fail(c->s, PD_ETIMEDOUT, "timed out after %.1f s writing to the channel (the command does not read)",
                         c->s->timeout);
+        if (room) {
+            char none;
+            ssize_t r = chan_read(c, SSH_EXTENDED_DATA_STDERR, &none, 0, NULL);
+            if (r < 0) return (int)r;
+        }
     }
     return 0;
 }
