@@ -85,8 +85,9 @@ struct pd_ssh_chan {
  * at 16 hosts on one machine that cost sshd more than its cipher
  * (docs/performance.md, the launch). A quarter megabyte keeps a 100 MB/s
  * link busy across a 2.5 ms round trip (5 MB/s across 50 ms), and is past
- * the 96 KB after which sshd acknowledges. A server that waits longer to acknowledge gets the
- * cap doubled after each CAP_WAIT seconds without one, until its first. */
+ * the 96 KB after which sshd acknowledges. A server that waits longer to
+ * acknowledge gets the cap doubled after each CAP_WAIT seconds without
+ * one, until its first. */
 enum { IN_FLIGHT = 256 << 10 };
 #define CAP_WAIT 1.0
 
