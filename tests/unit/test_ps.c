@@ -879,21 +879,30 @@ PD_TEST(client_fetches_a_table_larger_than_a_frame_in_chunks)
     fixture_free(&x);
 }
 
+static const char *csv_recipe =
+    "data { train = '%s' }\n"
+    "model = function(nn)\n"
+    "  local e = nn.embedding(nn.id('item', 10), 2)\n"
+    "  return nn.square_error_cost(nn.fc(e, 1), nn.data('y', 1))\n"
+    "end\n"
+    "optimizer = nn.sgd { learning_rate = 0.1 }\n";
+
+/* csv_recipe on data, with the lines of more after it */
+static char *item_recipe(const char *data, const char *more)
+{
+    char *head = pd_xasprintf(csv_recipe, data), *text = pd_xasprintf("%s%s", head, more);
+    free(head);
+    return text;
+}
+
 /* Async: a held step leaves behind the next batch's pull, so the rows that
  * batch gets are those before the step (and after the one before it); the
  * pass end sends the last held step, and the pservers apply all three. */
 PD_TEST(client_async_step_follows_the_next_pull)
 {
     char *data = pd_test_write("three.csv", "3,1.0\n3,2.0\n3,3.0\n");
-    char *text = pd_xasprintf("data { train = '%s' }\n"
-                              "model = function(nn)\n"
-                              "  local e = nn.embedding(nn.id('item', 10), 2)\n"
-                              "  return nn.square_error_cost(nn.fc(e, 1), nn.data('y', 1))\n"
-                              "end\n"
-                              "optimizer = nn.sgd { learning_rate = 0.1 }\n"
-                              "job { pservers = 1, trainers = 1 }\n"
-                              "settings { mode = 'async', batch_size = 1 }\n",
-                              data);
+    char *text = item_recipe(data, "job { pservers = 1, trainers = 1 }\n"
+                                   "settings { mode = 'async', batch_size = 1 }\n");
     fixture x;
     fixture_load(&x, "async.lua", text);
     free(text);
@@ -990,15 +999,8 @@ PD_TEST(client_sync_pull_waits_for_the_steps_barrier)
      * next batch's pull; the pserver must answer that pull only after
      * trainer 1's step completed the barrier, with the updated row */
     char *data = pd_test_write("two.csv", "3,1.0\n3,2.0\n");
-    char *text = pd_xasprintf("data { train = '%s' }\n"
-                              "model = function(nn)\n"
-                              "  local e = nn.embedding(nn.id('item', 10), 2)\n"
-                              "  return nn.square_error_cost(nn.fc(e, 1), nn.data('y', 1))\n"
-                              "end\n"
-                              "optimizer = nn.sgd { learning_rate = 0.1 }\n"
-                              "job { pservers = 1, trainers = 2 }\n"
-                              "settings { batch_size = 1 }\n",
-                              data);
+    char *text = item_recipe(data, "job { pservers = 1, trainers = 2 }\n"
+                                   "settings { batch_size = 1 }\n");
     fixture x;
     fixture_load(&x, "sync0.lua", text);
     int port;
@@ -1049,14 +1051,6 @@ PD_TEST(client_sync_pull_waits_for_the_steps_barrier)
 }
 
 /* --- readers ------------------------------------------------------------------- */
-
-static const char *csv_recipe =
-    "data { train = '%s' }\n"
-    "model = function(nn)\n"
-    "  local e = nn.embedding(nn.id('item', 10), 2)\n"
-    "  return nn.square_error_cost(nn.fc(e, 1), nn.data('y', 1))\n"
-    "end\n"
-    "optimizer = nn.sgd { learning_rate = 0.1 }\n";
 
 /* Open a reader on train = path; returns what the first pd_reader_next (or
  * the open) returned, the message in pd_err_msg(). */
