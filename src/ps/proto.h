@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define PD_PROTO_MAGIC 0x53504450u /* "PDPS" little-endian */
-#define PD_PROTO_VERSION 1
+#define PD_PROTO_VERSION 2
 #define PD_HEADER_SIZE 24
 #define PD_BLOCK_FLOATS 65536
 #define PD_MAX_HANDSHAKE 512
@@ -75,6 +75,13 @@ typedef struct pd_conn {
     uint64_t bytes_in, bytes_out;
 } pd_conn;
 
+/* The checksum of a frame's payload (docs/protocol.md); the portable
+ * version computes the same on any machine, pd_frame_sum_kind names the one
+ * pd_frame_sum runs here ("avx2" or "portable"). */
+uint32_t pd_frame_sum(const void *data, size_t n);
+uint32_t pd_frame_sum_portable(const void *data, size_t n);
+const char *pd_frame_sum_kind(void);
+/* The checksum of checkpoint files (protocol version 1's frame checksum). */
 uint32_t pd_checksum(const void *data, size_t n);
 const char *pd_msg_name(int type);
 

@@ -14,26 +14,20 @@ K = 0x9E3779B97F4A7C15
 M = (1 << 64) - 1
 
 
-def checksum(data):
-    """pd_checksum of src/ps/proto.c (docs/protocol.md)."""
-    h = [1, 2, 3, 4]
+def frame_sum(data):
+    """pd_frame_sum of src/ps/proto.c (docs/protocol.md): 64 lanes of 32 bits."""
+    lanes = [(l * 0x85EBCA77 + 1) & 0xFFFFFFFF for l in range(64)]
     n = len(data)
-    i = 0
-    while i + 32 <= n:
-        for lane in range(4):
-            w = struct.unpack_from("<Q", data, i + 8 * lane)[0]
-            h[lane] = ((h[lane] ^ w) * K) & M
-        i += 32
-    while i < n:
-        w = int.from_bytes(data[i:i + 8].ljust(8, b"\0"), "little")
-        h[0] = ((h[0] ^ w) * K) & M
-        h[0] ^= h[0] >> 29
-        i += 8
-    x = h[0] ^ ((h[1] * 3) & M) ^ ((h[2] * 5) & M) ^ ((h[3] * 7) & M) ^ n
-    x ^= x >> 33
-    x = (x * K) & M
-    x ^= x >> 29
-    return (x ^ (x >> 32)) & 0xFFFFFFFF
+    padded = data + bytes(-n % 4)
+    words = struct.unpack("<%dI" % (len(padded) // 4), padded)
+    for i, w in enumerate(words):
+        x = ((lanes[i % 64] ^ w) * 0x9E3779B1) & 0xFFFFFFFF
+        lanes[i % 64] = x ^ (x >> 15)
+    h = n
+    for lane in lanes[:64 if n >= 256 else len(words)]:
+        h = ((h ^ lane) * K) & M
+        h ^= h >> 29
+    return (h ^ (h >> 32)) & 0xFFFFFFFF
 
 
 TYPES = {"HELLO": 1, "CHALLENGE": 2, "AUTH": 3, "WELCOME": 4, "INIT_BLOCK": 10, "INIT_ROWS": 11,
@@ -48,7 +42,7 @@ GOOD_HELLO, RAW = len(KINDS), len(KINDS) + 1
 
 
 def frame(name, a=0, b=0, payload=b""):
-    return struct.pack("<IHHIIII", 0x53504450, 1, TYPES[name], len(payload), a, b, checksum(payload)) + payload
+    return struct.pack("<IHHIIII", 0x53504450, 2, TYPES[name], len(payload), a, b, frame_sum(payload)) + payload
 
 
 def record(kind, a=0, b=0, payload=b""):

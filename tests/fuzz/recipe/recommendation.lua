@@ -57,4 +57,6 @@ end
 
 optimizer = nn.adam { learning_rate = 0.001 }
 
-settings { batch_size = 256, passes = 6, log_period = 500 }
+-- train until the test cost has not improved for 3 passes, 30 at most;
+-- keep the last 2 models and the best (output/best links it)
+settings { batch_size = 256, passes = 30, log_period = 500, early_stop = 3, keep_models = 2 }
