@@ -742,6 +742,35 @@ static void zero_unwritten_grads(pd_net *net)
     }
 }
 
+/* Per parameter: the lowest live layer that uses it (the last to write its
+ * gradient in a backward), or -1. */
+static int *last_writers(pd_net *net, const uint8_t *live)
+{
+    int *last = pd_xmalloc(((size_t)net->nparams + 1) * sizeof *last);
+    for (int i = 0; i < net->nparams; i++) last[i] = -1;
+    for (int i = 0; i < net->nlayers; i++) {
+        pd_layer *l = &net->layers[i];
+        if (!live[i] || l->is_data) continue;
+        for (int k = 0; k < 2; k++)
+            if (l->p[k] && last[l->p[k] - net->params] < 0) last[l->p[k] - net->params] = i;
+    }
+    return last;
+}
+
+/* After layer l's backward: name the parameters whose gradients it
+ * finished (a dense one only if some layer wrote it). */
+static int grads_ready(pd_net *net, pd_layer *l, int *last)
+{
+    for (int k = 0; k < 2; k++) {
+        pd_param *p = l->p[k];
+        if (!p || last[p - net->params] != l->index || (!p->sparse && p->g_stale)) continue;
+        last[p - net->params] = -1; /* once */
+        int rc = net->grad_ready(net->grad_ctx, net, p);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
 int pd_net_backward(pd_net *net)
 {
     int rc = 0;
@@ -759,13 +788,16 @@ int pd_net_backward(pd_net *net)
         if (live[i] && !l->is_data && l->grad)
             net->be->zero(l->grad, (size_t)l->rows * l->size * sizeof(float));
     }
+    int *last = net->grad_ready ? last_writers(net, live) : NULL;
     for (int i = net->cost; i >= 0; i--) {
         pd_layer *l = &net->layers[i];
         if (!live[i] || l->is_data) continue;
         if ((rc = l->ops->backward(l)) < 0) break;
+        if (last && (rc = grads_ready(net, l, last)) < 0) break;
     }
     zero_unwritten_grads(net);
     free(live);
+    free(last);
     return rc;
 }
 

@@ -117,6 +117,13 @@ struct pd_net {
      * them from the pservers). NULL: from the table's own tab. */
     int (*fill_rows)(void *ctx, pd_net *net, pd_param *p);
     void *fill_ctx;
+    /* Called by pd_net_backward as soon as parameter p's gradient is final
+     * (after the last layer, in backward order, that writes it), while the
+     * backward goes on with the layers below: a trainer sends it to the
+     * pservers meanwhile. Parameters no layer wrote are not named. < 0
+     * ends the backward with that error. NULL: none. */
+    int (*grad_ready)(void *ctx, pd_net *net, pd_param *p);
+    void *grad_ctx;
 };
 
 int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t seed);

@@ -193,6 +193,8 @@ void pd_client_free(pd_client *c)
     free(c->host);
     free(c->heard);
     free(c->fed);
+    free(c->ready);
+    free(c->early);
     free(c->pfd);
     for (int i = 0; c->asked && i < c->np * c->lay->ntables; i++) free(c->asked[i]);
     free(c->asked);
@@ -271,6 +273,10 @@ static int feed(pd_client *c, int all)
     int left = 0;
     for (int k = c->feed_first; k < l->nblocks; k++) {
         if (c->fed[k]) continue;
+        if (c->ready && !c->ready[k]) { /* the backward has not finished it yet */
+            left = 1;
+            continue;
+        }
         pd_conn *conn = dense_conn(c, k);
         if (!all && conn->out_len - conn->out_off >= FEED_AHEAD) {
             left = 1;
@@ -774,6 +780,7 @@ static int queue_row_chunks(pd_client *c, pd_net *net, int *pending)
 }
 
 static int post_queued(pd_client *c, pd_net *net);
+static int flush_all(pd_client *c);
 static int wait_posted(pd_client *c);
 
 /* The held step, sent right behind the requests queued: those leave
@@ -782,12 +789,8 @@ static int post_behind(pd_client *c)
 {
     pd_net *net = c->deferred;
     c->deferred = NULL;
-    for (int i = 0; i < c->np * c->nper; i++) {
-        pd_conn *k = &c->conns[i];
-        int rc = k->out_len > k->out_off ? pd_conn_flush(k) : 0;
-        if (rc < 0) return pd_err_wrap(rc, "pserver %d", i / c->nper);
-    }
-    return post_queued(c, net);
+    int rc = flush_all(c);
+    return rc < 0 ? rc : post_queued(c, net);
 }
 
 /* Pull the rows the bound batch uses (all: every row of every table), in
@@ -884,7 +887,36 @@ static int drain(pd_client *c)
     return wait_posted(c);
 }
 
-/* Queue the step's gradients: dense blocks, then each table's rows. */
+/* PUSH_ROWS of table t (fixed) to every pserver (sync: an empty one counts
+ * too): the ids the step touched, then their gradients, written straight
+ * into the connection's output. */
+static int push_rows(pd_client *c, pd_net *net, int t, pd_param *p)
+{
+    const pd_layout *l = c->lay;
+    for (int s = 0; s < c->np; s++) {
+        int n = 0;
+        for (int i = 0; i < p->ntouched; i++)
+            if (pd_row_owner(l, p->touched[i]) == s) n++;
+        pd_conn *k = sparse_conn(c, s, t);
+        size_t row = (size_t)p->cols * 4, len = (size_t)n * 4 + (size_t)n * row;
+        uint8_t *ids = pd_conn_reserve(k, PD_MSG_PUSH_ROWS, len);
+        if (!ids) return pd_err_wrap(PD_ERANGE, "table '%s'", p->name);
+        uint8_t *vals = ids + (size_t)n * 4;
+        int j = 0;
+        for (int i = 0; i < p->ntouched; i++) {
+            int32_t id = p->touched[i];
+            if (pd_row_owner(l, id) != s) continue;
+            memcpy(ids + 4 * (size_t)j, &id, 4);
+            memcpy(vals + (size_t)j * row, host_view(c, net, p->g, (size_t)id * p->cols, (size_t)p->cols), row);
+            j++;
+        }
+        pd_conn_commit(k, PD_MSG_PUSH_ROWS, (uint32_t)t, (uint32_t)n, len);
+    }
+    return 0;
+}
+
+/* Queue the step's gradients: dense blocks, then each table's rows; what
+ * the backward sent already (grad_ready) is only counted. */
 static int queue_step(pd_client *c, pd_net *net, int *pending)
 {
     const pd_layout *l = c->lay;
@@ -892,8 +924,11 @@ static int queue_step(pd_client *c, pd_net *net, int *pending)
     if ((rc = map_params(c, net)) < 0) return rc;
     if (l->nblocks > 0) {
         if (!c->fed) c->fed = pd_xmalloc((size_t)l->nblocks);
-        memset(c->fed, 0, (size_t)l->nblocks);
-        c->feed_first = 0;
+        if (!c->early_started) {
+            memset(c->fed, 0, (size_t)l->nblocks);
+            c->feed_first = 0;
+        }
+        if (c->ready) memset(c->ready, 1, (size_t)l->nblocks);
         c->feeding = net;
         *pending += l->nblocks;
     }
@@ -903,30 +938,76 @@ static int queue_step(pd_client *c, pd_net *net, int *pending)
             if ((rc = push_keys(c, net, t, p, pending)) < 0) return rc;
             continue;
         }
-        for (int s = 0; s < c->np; s++) {
-            int n = 0;
-            for (int i = 0; i < p->ntouched; i++)
-                if (pd_row_owner(l, p->touched[i]) == s) n++;
-            /* the ids, then their gradients, written straight into the
-             * connection's output */
-            pd_conn *k = sparse_conn(c, s, t);
-            size_t row = (size_t)p->cols * 4, len = (size_t)n * 4 + (size_t)n * row;
-            uint8_t *ids = pd_conn_reserve(k, PD_MSG_PUSH_ROWS, len);
-            if (!ids) return pd_err_wrap(PD_ERANGE, "table '%s'", p->name);
-            uint8_t *vals = ids + (size_t)n * 4;
-            int j = 0;
-            for (int i = 0; i < p->ntouched; i++) {
-                int32_t id = p->touched[i];
-                if (pd_row_owner(l, id) != s) continue;
-                memcpy(ids + 4 * (size_t)j, &id, 4);
-                memcpy(vals + (size_t)j * row, host_view(c, net, p->g, (size_t)id * p->cols, (size_t)p->cols), row);
-                j++;
-            }
-            pd_conn_commit(k, PD_MSG_PUSH_ROWS, (uint32_t)t, (uint32_t)n, len);
-            (*pending)++;
-        }
+        if (!(c->early && c->early[t]) && (rc = push_rows(c, net, t, p)) < 0) return rc;
+        if (c->early) c->early[t] = 0;
+        *pending += c->np;
+    }
+    c->early_started = 0;
+    return 0;
+}
+
+/* Send what the sockets take now, without waiting. */
+static int flush_all(pd_client *c)
+{
+    for (int i = 0; i < c->np * c->nper; i++) {
+        pd_conn *k = &c->conns[i];
+        int rc = k->out_len > k->out_off ? pd_conn_flush(k) : 0;
+        if (rc < 0) return pd_err_wrap(rc, "pserver %d", i / c->nper);
     }
     return 0;
+}
+
+#define EARLY_SEND (128 << 10) /* bytes the backward queues before it sends them */
+
+/* The net's grad_ready: p's gradient is final while the backward goes on.
+ * Its blocks are fed (as their connections drain) or its table's rows
+ * pushed now, so that the pservers apply them while the trainer computes
+ * the layers below; the step (queue_step) sends the rest. */
+static int grad_ready(void *ctx, pd_net *net, pd_param *p)
+{
+    pd_client *c = ctx;
+    const pd_layout *l = c->lay;
+    int rc;
+    if ((rc = map_params(c, net)) < 0) return rc;
+    if (!c->early_started) { /* the first of this backward */
+        if (c->feeding && (rc = feed(c, 1)) < 0) return rc; /* the last step's blocks: all queued by now */
+        if (!c->early) c->early = pd_xcalloc((size_t)l->ntables + 1, 1);
+        if (l->nblocks > 0) {
+            if (!c->fed) c->fed = pd_xmalloc((size_t)l->nblocks);
+            if (!c->ready) c->ready = pd_xmalloc((size_t)l->nblocks);
+            memset(c->fed, 0, (size_t)l->nblocks);
+            memset(c->ready, 0, (size_t)l->nblocks);
+            c->feed_first = 0;
+            c->feeding = net;
+        }
+        c->early_started = 1;
+    }
+    int lp = 0;
+    while (lp < l->nparams && &net->params[c->net_param[lp]] != p) lp++;
+    if (lp == l->nparams) return 0;
+    const pd_lparam *q = &l->params[lp];
+    if (q->table >= 0) {
+        if (p->hash) return 0; /* its keys go with the step */
+        if ((rc = push_rows(c, net, q->table, p)) < 0) return rc;
+        c->early[q->table] = 1;
+        /* each send wakes a pserver up (about 35 us each way where it
+         * shares the trainer's cores): rows leave together, by EARLY_SEND */
+        size_t unsent = 0;
+        for (int i = 0; i < c->np * c->nper; i++) unsent += c->conns[i].out_len - c->conns[i].out_off;
+        if (unsent < EARLY_SEND) return 0;
+    } else {
+        /* large blocks leave as they are queued (pd_conn_queue); small
+         * ones wait for the next table's rows, to go out together */
+        for (int k = q->first_block; k < q->first_block + q->nblocks; k++) c->ready[k] = 1;
+        return feed(c, 0);
+    }
+    return flush_all(c);
+}
+
+void pd_client_send_early(pd_client *c, pd_net *net)
+{
+    net->grad_ready = grad_ready;
+    net->grad_ctx = c;
 }
 
 int pd_client_step(pd_client *c, pd_net *net)
@@ -985,11 +1066,7 @@ static int post_queued(pd_client *c, pd_net *net)
      * queued (or sent) before this returns */
     if ((rc = feed(c, 1)) < 0) return rc;
     /* send what the sockets take now; the rest goes with the next exchange */
-    for (int i = 0; i < c->np * c->nper; i++) {
-        pd_conn *k = &c->conns[i];
-        if (k->out_len > k->out_off && (rc = pd_conn_flush(k)) < 0) return pd_err_wrap(rc, "pserver %d", i / c->nper);
-    }
-    return 0;
+    return flush_all(c);
 }
 
 

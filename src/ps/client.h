@@ -61,6 +61,10 @@ typedef struct pd_client {
     pd_net *feeding;        /* the net whose dense gradients are being queued, or NULL */
     uint8_t *fed;           /* per block: queued in this step */
     int feed_first;         /* blocks before it are all queued */
+    /* sync, pd_client_send_early: what the backward sent already */
+    uint8_t *ready;         /* per block: its gradient is final (may be fed) */
+    uint8_t *early;         /* per table: its rows are pushed */
+    int early_started;      /* a backward has sent some of the step */
     long resume_step;       /* after init: the checkpoint the pservers resumed from, or -1 */
     int resume_pass, resume_batch; /* and this trainer's position in it */
 } pd_client;
@@ -94,6 +98,11 @@ int pd_client_defer_step(pd_client *c, pd_net *net);
  * (growing tables, no sparse table, or a step already held): the caller
  * runs pd_client_step. Any other exchange sends a held step first. */
 int pd_client_hold_step(pd_client *c, pd_net *net);
+/* Sync mode: from now on, net's backward sends each parameter's gradient
+ * as soon as it is final (pd_net.grad_ready): the pservers apply the upper
+ * layers' while the trainer computes the lower ones'. The step sends the
+ * rest and counts every reply as before. */
+void pd_client_send_early(pd_client *c, pd_net *net);
 /* The pass is over after batches batches; *total (may be NULL): every
  * trainer's batches in the passes done, as the pservers count them. */
 int pd_client_pass_end(pd_client *c, int pass, int batches, long *total);

@@ -122,6 +122,9 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
     if (r->heartbeat_timeout > 0) cl.hb_timeout = r->heartbeat_timeout;
     if ((rc = pd_client_init(&cl, net)) < 0) goto out;
     ps_step ctx = {.cl = &cl, .r = r, .o = o, .sync = !r->mode || strcmp(r->mode, "async") != 0};
+    /* sync: a step waits for the pservers' update, so what they can apply
+     * while the backward goes on leaves at once */
+    if (ctx.sync) pd_client_send_early(&cl, net);
     pd_driver d = {.r = r, .net = net, .train = *train, .test = *test, .save = o->id == 0, .stop = o->stop,
                    .status_lines = o->status_lines,
                    .ops = &ps_ops, .ctx = &ctx};

@@ -656,6 +656,82 @@ PD_TEST(grad_shared_inputs)
     check_model_fair(&m, 5, 101, cos_fair);
 }
 
+/* What pd_net.grad_ready saw: per parameter, how often it was grads_seen, in
+ * which order, and its gradient then. */
+typedef struct grads_seen {
+    int times[16], order[16], n;
+    float *g[16];
+} grads_seen;
+
+static int on_grad_ready(void *ctx, pd_net *net, pd_param *p)
+{
+    grads_seen *s = ctx;
+    int i = (int)(p - net->params);
+    size_t bytes = (size_t)p->rows * p->cols * sizeof(float);
+    s->times[i]++;
+    s->order[i] = s->n++;
+    free(s->g[i]);
+    s->g[i] = pd_xmalloc(bytes);
+    memcpy(s->g[i], p->g, bytes);
+    return 0;
+}
+
+/* The backward names each parameter a layer writes once, as soon as its
+ * gradient is final: the top layer's first, a weight shared by two layers
+ * after the lower of them, a parameter no layer of the cost uses never; and
+ * the gradient it had then is the one the backward ends with. */
+PD_TEST(net_names_each_gradient_once_it_is_final)
+{
+    model m;
+    model_init(&m);
+    m.empty_last = 0;
+    int u = add_data(&m, "user", "id", 7);
+    int words = add_data(&m, "words", "id_list", 9);
+    int x = add_data(&m, "x", "dense", 3);
+    int y = add_data(&m, "y", "dense", 1);
+    int eu = add_embedding(&m, "eu", u, 4);
+    int ew = add_seq_pool(&m, "pool", add_embedding(&m, "ew", words, 4), "sum");
+    int a = add_fc_w(&m, "a", eu, 4, "tanh", "tower.w");
+    int b = add_fc_w(&m, "b", ew, 4, "tanh", "tower.w");
+    add_fc(&m, "dead", x, 2, "tanh"); /* not on the cost's path */
+    int cat = add_layer(&m, "concat", "cat", 11, a, b);
+    m.l[cat].inputs[m.l[cat].ninputs++] = x;
+    int o = add_fc(&m, "out", cat, 1, "linear");
+    add_cost(&m, "square_error_cost", o, y);
+    pd_net net;
+    build(&net, &m, 5);
+    PD_ASSERT(net.nparams <= 16);
+    grads_seen s = {0};
+    net.grad_ready = on_grad_ready;
+    net.grad_ctx = &s;
+    for (int step = 0; step < 2; step++) {
+        memset(&s, 0, offsetof(grads_seen, g));
+        pd_batch batch;
+        fill_batch(&batch, &m, 6, 40 + (uint64_t)step);
+        bind(&net, &batch);
+        double cost;
+        CHECK_EQ_INT(pd_net_forward(&net, &cost), 0);
+        CHECK_EQ_INT(pd_net_backward(&net), 0);
+        for (int i = 0; i < net.nparams; i++) {
+            pd_param *p = &net.params[i];
+            int dead = strncmp(p->name, "dead.", 5) == 0;
+            CHECK_EQ_INT(s.times[i], dead ? 0 : 1);
+            if (dead || !s.g[i]) continue;
+            CHECK(memcmp(s.g[i], p->g, (size_t)p->rows * p->cols * sizeof(float)) == 0);
+        }
+        pd_param *out_w = pd_net_param(&net, "out.w"), *tower = pd_net_param(&net, "tower.w");
+        pd_param *b_b = pd_net_param(&net, "b.b"), *ew_w = pd_net_param(&net, "ew.w");
+        CHECK(out_w && tower && b_b && ew_w);
+        CHECK(s.order[out_w - net.params] < 2); /* out.w and out.b come first */
+        /* tower.w once a (the lower) wrote it, not with b; before the tables */
+        CHECK(s.order[tower - net.params] > s.order[b_b - net.params]);
+        CHECK(s.order[tower - net.params] < s.order[ew_w - net.params]);
+        pd_batch_free(&batch);
+    }
+    for (int i = 0; i < 16; i++) free(s.g[i]);
+    pd_net_free(&net);
+}
+
 /* --- forward values ------------------------------------------------------------- */
 
 PD_TEST(classification_error_forward)

@@ -1059,11 +1059,21 @@ static void *late_trainer_run(void *arg)
     return NULL;
 }
 
-PD_TEST(client_sync_pull_waits_for_the_steps_barrier)
+/* Bytes of frames sent or queued on c's connections so far. */
+static uint64_t out_bytes(const pd_client *c)
 {
-    /* sync, 2 trainers: trainer 0 holds its step and sends it with the
-     * next batch's pull; the pserver must answer that pull only after
-     * trainer 1's step completed the barrier, with the updated row */
+    uint64_t n = 0;
+    for (int i = 0; i < c->np * c->nper; i++) n += c->conns[i].bytes_out + c->conns[i].out_len - c->conns[i].out_off;
+    return n;
+}
+
+/* sync, 2 trainers: trainer 0 holds its step and sends it with the next
+ * batch's pull; the pserver must answer that pull only after trainer 1's
+ * step completed the barrier, with the updated row. early: trainer 0's
+ * backward sends the gradients it finishes (pd_client_send_early) before
+ * the step is held, which must change nothing of that. */
+static void sync_pull_waits_for_the_barrier(int early)
+{
     char *data = pd_test_write("two.csv", "3,1.0\n3,2.0\n");
     char *text = item_recipe(data, "job { pservers = 1, trainers = 2 }\n"
                                    "settings { batch_size = 1 }\n");
@@ -1076,6 +1086,7 @@ PD_TEST(client_sync_pull_waits_for_the_steps_barrier)
     pd_client c;
     CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 10) == 0);
     CHECK(pd_client_init(&c, &x.net) == 0);
+    if (early) pd_client_send_early(&c, &x.net);
     late_trainer lt = {text, port, 1};
     pthread_t th;
     CHECK(pthread_create(&th, NULL, late_trainer_run, &lt) == 0);
@@ -1092,7 +1103,12 @@ PD_TEST(client_sync_pull_waits_for_the_steps_barrier)
         CHECK(pd_client_pull_rows(&c, &x.net) == 0);
         memcpy(row[step], e->w + 3 * 2, sizeof row[step]);
         CHECK(pd_net_forward(&x.net, &cost) == 0);
+        uint64_t before = out_bytes(&c);
         CHECK(pd_net_backward(&x.net) == 0);
+        /* the fc's blocks and the table's rows were queued by the backward
+         * (small frames wait there to leave together), or not */
+        if (early) CHECK(out_bytes(&c) > before + 3 * 4 + 4 + 2 * 4);
+        else CHECK_EQ_INT(out_bytes(&c), before);
         if (step == 0) memcpy(grad, e->g + 3 * 2, sizeof grad);
         CHECK_EQ_INT(pd_client_hold_step(&c, &x.net), 1);
         CHECK(c.deferred == &x.net); /* held, not sent */
@@ -1115,6 +1131,9 @@ PD_TEST(client_sync_pull_waits_for_the_steps_barrier)
     finish_and_reap(&x, server, port, &c);
     fixture_free(&x);
 }
+
+PD_TEST(client_sync_pull_waits_for_the_steps_barrier) { sync_pull_waits_for_the_barrier(0); }
+PD_TEST(client_sync_early_gradients_wait_for_the_barrier_too) { sync_pull_waits_for_the_barrier(1); }
 
 /* --- readers ------------------------------------------------------------------- */
 
