@@ -469,7 +469,10 @@ static void answer_held(server *s, int ti)
     tb->nheld = 0;
 }
 
-static void apply_table(server *s, int ti)
+/* Apply table ti's step: the rows accumulated in tb->g, or (f not NULL) the
+ * rows of PUSH_ROWS f, the step's only push (checked: each row once), taken
+ * straight from the frame. */
+static void apply_table(server *s, int ti, const pd_frame *f)
 {
     if (s->rows_queued) flush_dirty(s);
     stable *tb = &s->tables[ti];
@@ -478,6 +481,12 @@ static void apply_table(server *s, int ti)
     s->updates++;
     float inv = tb->npushed > 1 ? 1.f / (float)tb->npushed : 1.f;
     if (tb->hs) pd_hshard_apply(tb->hs, &h, inv);
+    const float *vals = f ? (const float *)(f->payload + 4 * (size_t)f->b) : NULL;
+    for (uint32_t i = 0; f && i < f->b; i++) {
+        size_t off = (size_t)pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i)) * tb->dim;
+        pd_backend_cpu.opt_update(&h, tb->w + off, vals + (size_t)i * tb->dim, tb->s1 ? tb->s1 + off : NULL,
+                                  tb->s2 ? tb->s2 + off : NULL, (size_t)tb->dim);
+    }
     for (int i = 0; i < tb->ntouched; i++) {
         size_t off = (size_t)tb->touched[i] * tb->dim;
         if (i + PD_AHEAD < tb->ntouched) {
@@ -509,7 +518,7 @@ static void recheck_barriers(server *s)
     for (int i = 0; i < s->nblocks; i++)
         if (complete(s, s->blocks[i].pushed, s->blocks[i].npushed)) apply_block(s, &s->blocks[i], s->blocks[i].g);
     for (int t = 0; t < s->lay.ntables; t++)
-        if (complete(s, s->tables[t].pushed, s->tables[t].npushed)) apply_table(s, t);
+        if (complete(s, s->tables[t].pushed, s->tables[t].npushed)) apply_table(s, t, NULL);
 }
 
 /* --- checkpoints --------------------------------------------------------------- */
@@ -1041,7 +1050,7 @@ static int on_keys(server *s, waiter me, int T, pd_frame *f)
     tb->pushed[T] = 1;
     tb->wait[T] = me;
     tb->npushed++;
-    if (!s->sync || complete(s, tb->pushed, tb->npushed)) apply_table(s, (int)f->a);
+    if (!s->sync || complete(s, tb->pushed, tb->npushed)) apply_table(s, (int)f->a, NULL);
     return 0;
 }
 
@@ -1132,6 +1141,14 @@ static int on_frame(server *s, int slot, pd_frame *f)
             return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for table '%s': refused", T,
                               s->lay.params[tb->param].name);
         s->rows_pushed += f->b;
+        tb->pushed[T] = 1;
+        tb->wait[T] = me;
+        if (tb->npushed == 0 && (!s->sync || complete(s, tb->pushed, 1))) {
+            /* the step's only push: applied from the frame, not summed first */
+            tb->npushed = 1;
+            apply_table(s, (int)f->a, f);
+            return 0;
+        }
         for (uint32_t i = 0; i < f->b; i++) {
             int32_t local = pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i));
             pd_backend_cpu.axpy((size_t)tb->dim, 1.f, vals + (size_t)i * tb->dim, tb->g + (size_t)local * tb->dim);
@@ -1141,10 +1158,8 @@ static int on_frame(server *s, int slot, pd_frame *f)
                 tb->touched[tb->ntouched++] = local;
             }
         }
-        tb->pushed[T] = 1;
-        tb->wait[T] = me;
         tb->npushed++;
-        if (!s->sync || complete(s, tb->pushed, tb->npushed)) apply_table(s, (int)f->a);
+        if (!s->sync || complete(s, tb->pushed, tb->npushed)) apply_table(s, (int)f->a, NULL);
         return 0;
     }
     case PD_MSG_PULL_ROWS: {
