@@ -126,5 +126,7 @@ int pd_opt_state_floats(int type);
 const char *pd_blas_version(void);
 const char *pd_blas_core(void);
 void pd_blas_threads(int n);
+/* The threads a product is cut among (the recipe's, or OpenBLAS's default). */
+int pd_blas_threads_get(void);
 
 #endif

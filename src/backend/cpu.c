@@ -776,6 +776,14 @@ void pd_blas_threads(int n)
     openblas_set_num_threads(1);
 }
 
+int pd_blas_threads_get(void)
+{
+    pthread_mutex_lock(&gp.mu);
+    int n = gp.nthreads ? gp.nthreads : openblas_get_num_threads();
+    pthread_mutex_unlock(&gp.mu);
+    return PD_MAX(1, PD_MIN(n, MAX_THREADS));
+}
+
 const pd_backend pd_backend_cpu = {
     .name = "cpu",
     .host_memory = 1,

@@ -10,6 +10,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +196,7 @@ void pd_client_free(pd_client *c)
     free(c->fed);
     free(c->ready);
     free(c->early);
+    free(c->early_to);
     free(c->pfd);
     for (int i = 0; c->asked && i < c->np * c->lay->ntables; i++) free(c->asked[i]);
     free(c->asked);
@@ -946,15 +948,22 @@ static int queue_step(pd_client *c, pd_net *net, int *pending)
     return 0;
 }
 
-/* Send what the sockets take now, without waiting. */
-static int flush_all(pd_client *c)
+/* Send what the sockets take now, without waiting (only: to the pservers
+ * only[s] names, or NULL: to all). */
+static int flush_some(pd_client *c, const uint8_t *only)
 {
     for (int i = 0; i < c->np * c->nper; i++) {
         pd_conn *k = &c->conns[i];
+        if (only && !only[i / c->nper]) continue;
         int rc = k->out_len > k->out_off ? pd_conn_flush(k) : 0;
         if (rc < 0) return pd_err_wrap(rc, "pserver %d", i / c->nper);
     }
     return 0;
+}
+
+static int flush_all(pd_client *c)
+{
+    return flush_some(c, NULL);
 }
 
 #define EARLY_SEND (128 << 10) /* bytes the backward queues before it sends them */
@@ -990,24 +999,42 @@ static int grad_ready(void *ctx, pd_net *net, pd_param *p)
         if (p->hash) return 0; /* its keys go with the step */
         if ((rc = push_rows(c, net, q->table, p)) < 0) return rc;
         c->early[q->table] = 1;
-        /* each send wakes a pserver up (about 35 us each way where it
-         * shares the trainer's cores): rows leave together, by EARLY_SEND */
+        /* each send wakes a pserver up: rows leave together, by
+         * EARLY_SEND (the rows for the others wait for the step) */
         size_t unsent = 0;
-        for (int i = 0; i < c->np * c->nper; i++) unsent += c->conns[i].out_len - c->conns[i].out_off;
+        for (int i = 0; i < c->np * c->nper; i++)
+            if (c->early_to[i / c->nper]) unsent += c->conns[i].out_len - c->conns[i].out_off;
         if (unsent < EARLY_SEND) return 0;
     } else {
         /* large blocks leave as they are queued (pd_conn_queue); small
          * ones wait for the next table's rows, to go out together */
-        for (int k = q->first_block; k < q->first_block + q->nblocks; k++) c->ready[k] = 1;
+        for (int k = q->first_block; k < q->first_block + q->nblocks; k++)
+            c->ready[k] = c->early_to[pd_block_owner(l, k)];
         return feed(c, 0);
     }
-    return flush_all(c);
+    return flush_some(c, c->early_to);
 }
 
-void pd_client_send_early(pd_client *c, pd_net *net)
+/* Is the peer of connected socket fd on this host (a loopback address, or
+ * the address the connection leaves from)? */
+static int same_host(int fd)
 {
-    net->grad_ready = grad_ready;
-    net->grad_ctx = c;
+    struct sockaddr_in peer, self;
+    socklen_t pl = sizeof peer, sl = sizeof self;
+    if (getpeername(fd, (struct sockaddr *)&peer, &pl) < 0 || getsockname(fd, (struct sockaddr *)&self, &sl) < 0 ||
+        peer.sin_family != AF_INET)
+        return 0;
+    return (ntohl(peer.sin_addr.s_addr) >> 24) == 127 || peer.sin_addr.s_addr == self.sin_addr.s_addr;
+}
+
+int pd_client_send_early(pd_client *c, pd_net *net, int local_too)
+{
+    if (!c->early_to) c->early_to = pd_xcalloc((size_t)c->np, 1);
+    int n = 0;
+    for (int s = 0; s < c->np; s++) n += c->early_to[s] = local_too || !same_host(c->conns[s * c->nper].fd);
+    net->grad_ready = n ? grad_ready : NULL;
+    net->grad_ctx = n ? c : NULL;
+    return n;
 }
 
 int pd_client_step(pd_client *c, pd_net *net)

@@ -65,6 +65,7 @@ typedef struct pd_client {
     uint8_t *ready;         /* per block: its gradient is final (may be fed) */
     uint8_t *early;         /* per table: its rows are pushed */
     int early_started;      /* a backward has sent some of the step */
+    uint8_t *early_to;      /* per pserver: sent to during the backward */
     long resume_step;       /* after init: the checkpoint the pservers resumed from, or -1 */
     int resume_pass, resume_batch; /* and this trainer's position in it */
 } pd_client;
@@ -99,10 +100,14 @@ int pd_client_defer_step(pd_client *c, pd_net *net);
  * runs pd_client_step. Any other exchange sends a held step first. */
 int pd_client_hold_step(pd_client *c, pd_net *net);
 /* Sync mode: from now on, net's backward sends each parameter's gradient
- * as soon as it is final (pd_net.grad_ready): the pservers apply the upper
- * layers' while the trainer computes the lower ones'. The step sends the
- * rest and counts every reply as before. */
-void pd_client_send_early(pd_client *c, pd_net *net);
+ * as soon as it is final (pd_net.grad_ready), so that the pservers apply
+ * the upper layers' while the trainer computes the lower ones', to the
+ * pservers on other hosts, and to those on this host too when local_too
+ * (the trainer leaves them cores: each send wakes a pserver up, and one
+ * that shares the trainer's busy cores takes them from its computation).
+ * The step sends the rest and counts every reply as before. Returns the
+ * number of pservers sent to early (0: none; the backward is as before). */
+int pd_client_send_early(pd_client *c, pd_net *net, int local_too);
 /* The pass is over after batches batches; *total (may be NULL): every
  * trainer's batches in the passes done, as the pservers count them. */
 int pd_client_pass_end(pd_client *c, int pass, int batches, long *total);

@@ -417,12 +417,15 @@ static int complete(server *s, const uint8_t *pushed, int npushed)
  * trainer that pushed it) and send the new values to those that pushed. */
 static void apply_block(server *s, sblock *b, const float *g)
 {
-    if (s->rows_queued) flush_dirty(s); /* rows asked before this step leave before it is applied */
     pd_opt_hyper h = s->hyper;
     h.t = ++b->t;
     s->updates++;
     if (b->npushed > 1) pd_backend_cpu.scale((size_t)b->len, 1.f / (float)b->npushed, b->g);
     pd_backend_cpu.opt_update(&h, b->w, g, b->s1, b->s2, (size_t)b->len);
+    /* rows asked before this step (gathered when asked) leave before its
+     * replies; only now: g may be a frame in a connection's buffer, which
+     * a failed write to that connection frees */
+    if (s->rows_queued) flush_dirty(s);
     for (int t = 0; t < s->o->ntrainers; t++) {
         if (!b->pushed[t]) continue;
         reply(s, b->wait[t], PD_MSG_BLOCK_VALUES, (uint32_t)b->k, (uint32_t)b->t, b->w,
@@ -474,19 +477,20 @@ static void answer_held(server *s, int ti)
  * straight from the frame. */
 static void apply_table(server *s, int ti, const pd_frame *f)
 {
-    if (s->rows_queued) flush_dirty(s);
     stable *tb = &s->tables[ti];
     pd_opt_hyper h = s->hyper;
     h.t = ++tb->t;
     s->updates++;
-    float inv = tb->npushed > 1 ? 1.f / (float)tb->npushed : 1.f;
-    if (tb->hs) pd_hshard_apply(tb->hs, &h, inv);
+    /* the frame first: a failed write to its connection frees it */
     const float *vals = f ? (const float *)(f->payload + 4 * (size_t)f->b) : NULL;
     for (uint32_t i = 0; f && i < f->b; i++) {
         size_t off = (size_t)pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i)) * tb->dim;
         pd_backend_cpu.opt_update(&h, tb->w + off, vals + (size_t)i * tb->dim, tb->s1 ? tb->s1 + off : NULL,
                                   tb->s2 ? tb->s2 + off : NULL, (size_t)tb->dim);
     }
+    if (s->rows_queued) flush_dirty(s); /* rows asked before this step (gathered then) leave first */
+    float inv = tb->npushed > 1 ? 1.f / (float)tb->npushed : 1.f;
+    if (tb->hs) pd_hshard_apply(tb->hs, &h, inv);
     for (int i = 0; i < tb->ntouched; i++) {
         size_t off = (size_t)tb->touched[i] * tb->dim;
         if (i + PD_AHEAD < tb->ntouched) {
@@ -1054,6 +1058,42 @@ static int on_keys(server *s, waiter me, int T, pd_frame *f)
     return 0;
 }
 
+/* PUSH_ROWS: a table's rows of this trainer's step, summed with the other
+ * trainers' (or, the step's only push, applied from the frame). */
+static int on_push_rows(server *s, waiter me, int T, pd_frame *f)
+{
+    stable *tb;
+    int rc;
+    if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_ROWS before the parameters were initialised");
+    if ((rc = check_rows(s, f, 1, &tb)) < 0) return rc;
+    if (tb->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed table %u twice in one step", T, f->a);
+    const float *vals = (const float *)(f->payload + 4 * (size_t)f->b);
+    if (!all_finite(vals, (size_t)f->b * tb->dim))
+        return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for table '%s': refused", T,
+                          s->lay.params[tb->param].name);
+    s->rows_pushed += f->b;
+    tb->pushed[T] = 1;
+    tb->wait[T] = me;
+    if (tb->npushed == 0 && (!s->sync || complete(s, tb->pushed, 1))) {
+        /* the step's only push: applied from the frame, not summed first */
+        tb->npushed = 1;
+        apply_table(s, (int)f->a, f);
+        return 0;
+    }
+    for (uint32_t i = 0; i < f->b; i++) {
+        int32_t local = pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i));
+        pd_backend_cpu.axpy((size_t)tb->dim, 1.f, vals + (size_t)i * tb->dim, tb->g + (size_t)local * tb->dim);
+        if (!tb->mark[local]) {
+            tb->mark[local] = 1;
+            PD_GROW(&tb->touched, &tb->cap_touched, tb->ntouched + 1);
+            tb->touched[tb->ntouched++] = local;
+        }
+    }
+    tb->npushed++;
+    if (!s->sync || complete(s, tb->pushed, tb->npushed)) apply_table(s, (int)f->a, NULL);
+    return 0;
+}
+
 /* A trainer's gradient of one dense block: applied when every trainer of
  * the step pushed it (sync) or at once (async). */
 static int on_push_block(server *s, waiter me, int T, pd_frame *f)
@@ -1132,36 +1172,8 @@ static int on_frame(server *s, int slot, pd_frame *f)
         return 0;
     case PD_MSG_PUSH_BLOCK:
         return on_push_block(s, me, T, f);
-    case PD_MSG_PUSH_ROWS: {
-        if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_ROWS before the parameters were initialised");
-        if ((rc = check_rows(s, f, 1, &tb)) < 0) return rc;
-        if (tb->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed table %u twice in one step", T, f->a);
-        const float *vals = (const float *)(f->payload + 4 * (size_t)f->b);
-        if (!all_finite(vals, (size_t)f->b * tb->dim))
-            return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for table '%s': refused", T,
-                              s->lay.params[tb->param].name);
-        s->rows_pushed += f->b;
-        tb->pushed[T] = 1;
-        tb->wait[T] = me;
-        if (tb->npushed == 0 && (!s->sync || complete(s, tb->pushed, 1))) {
-            /* the step's only push: applied from the frame, not summed first */
-            tb->npushed = 1;
-            apply_table(s, (int)f->a, f);
-            return 0;
-        }
-        for (uint32_t i = 0; i < f->b; i++) {
-            int32_t local = pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i));
-            pd_backend_cpu.axpy((size_t)tb->dim, 1.f, vals + (size_t)i * tb->dim, tb->g + (size_t)local * tb->dim);
-            if (!tb->mark[local]) {
-                tb->mark[local] = 1;
-                PD_GROW(&tb->touched, &tb->cap_touched, tb->ntouched + 1);
-                tb->touched[tb->ntouched++] = local;
-            }
-        }
-        tb->npushed++;
-        if (!s->sync || complete(s, tb->pushed, tb->npushed)) apply_table(s, (int)f->a, NULL);
-        return 0;
-    }
+    case PD_MSG_PUSH_ROWS:
+        return on_push_rows(s, me, T, f);
     case PD_MSG_PULL_ROWS: {
         if ((rc = check_rows(s, f, 0, &tb)) < 0) return rc;
         size_t n = (size_t)f->b * tb->dim;

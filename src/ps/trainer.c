@@ -7,9 +7,11 @@
 #include "../nn/train.h"
 #include "ckpt.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <stdlib.h>
+#include <unistd.h>
 
 typedef struct ps_step {
     pd_client *cl;
@@ -108,6 +110,26 @@ static int resume_at(const pd_recipe *r, const pd_trainer_opts *o, pd_client *cl
     return pd_open_reader_at(&d->train, r, PD_PART_TRAIN, o->id, o->ntrainers, r->batch_size, cl->resume_pass);
 }
 
+/* The host's online CPUs, whatever this process's affinity (musl's
+ * sysconf counts those it may run on). */
+static long host_cpus(void)
+{
+    FILE *f = fopen("/sys/devices/system/cpu/online", "r");
+    long n = 0, a, b;
+    char sep;
+    while (f && fscanf(f, "%ld", &a) == 1) {
+        b = a;
+        if ((sep = (char)fgetc(f)) == '-') {
+            if (fscanf(f, "%ld", &b) != 1) break;
+            sep = (char)fgetc(f);
+        }
+        if (b >= a) n += b - a + 1;
+        if (sep != ',') break;
+    }
+    if (f) fclose(f);
+    return n > 0 ? n : sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 /* Connect, train with the driver, say goodbye. */
 static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *lay, pd_net *net,
                  pd_reader **train, pd_reader **test)
@@ -123,8 +145,13 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
     if ((rc = pd_client_init(&cl, net)) < 0) goto out;
     ps_step ctx = {.cl = &cl, .r = r, .o = o, .sync = !r->mode || strcmp(r->mode, "async") != 0};
     /* sync: a step waits for the pservers' update, so what they can apply
-     * while the backward goes on leaves at once */
-    if (ctx.sync) pd_client_send_early(&cl, net);
+     * while the backward goes on leaves at once, where they have cores to
+     * do it on */
+    if (ctx.sync) {
+        int n = pd_client_send_early(&cl, net, pd_blas_threads_get() < host_cpus());
+        PD_INFO("trainer %d: gradients go to %d of %d pservers as the backward finishes them%s", o->id, n,
+                o->npservers, n < o->npservers ? " (the others share this host's cores with it: with the step)" : "");
+    }
     pd_driver d = {.r = r, .net = net, .train = *train, .test = *test, .save = o->id == 0, .stop = o->stop,
                    .status_lines = o->status_lines,
                    .ops = &ps_ops, .ctx = &ctx};

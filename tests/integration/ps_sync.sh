@@ -29,7 +29,7 @@ model = function(nn)
   return nn.square_error_cost(nn.fc(h, 1), y)
 end
 optimizer = $o
-settings { passes = 2, max_batches = 6, seed = 3 }
+settings { passes = 2, max_batches = 6, seed = 3, threads = 1 }
 R
     run_capture "$PADDLE" train $opt.lua --batch_size=20 --save_dir=local_$opt
     [ $rc -eq 0 ] || { fail "sync_equals_local_$opt" "paddle train failed: $out"; continue; }
@@ -40,6 +40,12 @@ R
         name=sync_equals_local_$opt$([ $t = 1 ] && echo _one_trainer)
         run_capture "$PADDLE" run $opt.lua --batch_size=${shape#*:} --trainers=$t --pservers=2 --save_dir=dist${t}_$opt
         [ $rc -eq 0 ] || { fail "$name" "paddle run failed: $out"; continue; }
+        # one thread leaves the pservers a core: the gradients go to them as
+        # the backward finishes them (a host of one CPU sends with the step)
+        if [ "$(nproc --all)" -gt 1 ] && ! grep -q "gradients go to 2 of 2 pservers as the backward" <<<"$out"; then
+            fail "$name" "the trainers did not send early: $(grep -o 'gradients go to.*' <<<"$out" | head -n 1)"
+            continue
+        fi
         if msg=$($PY - local_$opt/pass-00001 dist${t}_$opt/pass-00001 <<'P'
 import json, sys
 import numpy as np

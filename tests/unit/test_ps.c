@@ -1086,7 +1086,12 @@ static void sync_pull_waits_for_the_barrier(int early)
     pd_client c;
     CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 10) == 0);
     CHECK(pd_client_init(&c, &x.net) == 0);
-    if (early) pd_client_send_early(&c, &x.net);
+    if (early) {
+        /* the pserver is on this host: sent to early only when told so */
+        CHECK_EQ_INT(pd_client_send_early(&c, &x.net, 0), 0);
+        CHECK(x.net.grad_ready == NULL);
+        CHECK_EQ_INT(pd_client_send_early(&c, &x.net, 1), 1);
+    }
     late_trainer lt = {text, port, 1};
     pthread_t th;
     CHECK(pthread_create(&th, NULL, late_trainer_run, &lt) == 0);
