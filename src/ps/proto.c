@@ -117,7 +117,9 @@ uint32_t pd_frame_sum_portable(const void *data, size_t n)
         a##r = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));                                           \
     } while (0)
 
-__attribute__((target("avx2"))) static uint32_t sum_avx2(const void *data, size_t n)
+/* Aligned to a cache line: where the loop fell moved a 10 M-float push+pull
+ * by 15 % between builds that changed only other files. */
+__attribute__((target("avx2"), aligned(64))) static uint32_t sum_avx2(const void *data, size_t n)
 {
     const uint8_t *p = data;
     uint32_t lanes[SUM_LANES];
