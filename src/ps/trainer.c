@@ -148,7 +148,8 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
      * while the backward goes on leaves at once, where they have cores to
      * do it on */
     if (ctx.sync) {
-        int n = pd_client_send_early(&cl, net, pd_blas_threads_get() < host_cpus());
+        /* (a GPU computes: the host's cores are the pserver's to use) */
+        int n = pd_client_send_early(&cl, net, !net->be->host_memory || pd_blas_threads_get() < host_cpus());
         PD_INFO("trainer %d: gradients go to %d of %d pservers as the backward finishes them%s", o->id, n,
                 o->npservers, n < o->npservers ? " (the others share this host's cores with it: with the step)" : "");
     }
