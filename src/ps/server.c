@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #define MAX_CONNS 4096          /* connections a pserver holds at once */
+#define MAX_PASS 1000000 /* the highest pass a PASS_END may name (a trainer's READY check too) */
 #define MAX_LISTEN 128          /* ports a pserver listens on (ports_num + ports_num_for_sparse) */
 #define LISTEN_BACKLOG 128
 /* epoll ids: listening socket i is i, connection slot k is CONN_ID_BASE + k */
@@ -933,6 +934,7 @@ static void mark_ready(server *s)
 static int on_pass_end(server *s, waiter me, int T, pd_frame *f)
 {
     if (f->len) return pd_err_set(PD_EPROTO, "PASS_END with a payload");
+    if (f->a > MAX_PASS) return pd_err_set(PD_EPROTO, "PASS_END of pass %u: passes go up to %d", f->a, MAX_PASS);
     if (s->pass_ended[T]) return pd_err_set(PD_EPROTO, "trainer %d ended pass %u twice", T, f->a);
     if (s->save_got[T]) return pd_err_set(PD_EPROTO, "trainer %d ended its pass inside a checkpoint", T);
     s->pass_ended[T] = 1;

@@ -102,6 +102,8 @@ def server():
     write("server_auth", "save", b"\x08" + init + record("SAVE", 0, 0, b"ck/pass-0") + record("FINISH"))
     keys = (record("PULL_KEYS", 1, 2, u64s(7, 1 << 40)) +
             record("PUSH_KEYS", 1, 2, u64s(7, 1 << 40) + floats(0.5, -0.5, 1, 2)) + record("DUMP_KEYS", 1, 0))
+    # a pass number past the limit (its pass + 1 overflowed an int)
+    write("server_auth", "pass_end_huge", b"\x00" + init + record("PASS_END", 0x7fffffff) + record("FINISH"))
     write("server_auth", "growing_table", b"\x00" + init + keys + keys + record("PASS_END", 0) + record("FINISH"))
     write("server_auth", "bad_keys", b"\x00" + init + record("PUSH_KEYS", 1, 3, u64s(7)) + record("PULL_KEYS", 0, 1, u64s(7)))
     write("server_auth", "bad_block", b"\x02" + init + record("PUSH_BLOCK", 9, 0, floats(1)))
