@@ -86,11 +86,14 @@ static void small_gemm(int ta, int tb, int m, int n, int k, float alpha, const f
  * computes the first block, the workers the others. A block is computed as
  * OpenBLAS would compute it inside the whole product (the same sums over k,
  * in the same order). Workers spin a little before they sleep, as the next
- * product of a step usually follows within microseconds. */
+ * product of a step usually follows within microseconds; only a little,
+ * since a spinning worker keeps its core from anything else: a pserver on
+ * the same host, woken by the trainer, is put on the trainer's own core
+ * when the other one is not idle, and delays the step it serves. */
 
 #define SPLIT_GEMM (1L << 21) /* m * n * k below which one thread does it all */
 #define MAX_THREADS 16
-#define SPIN_NS 200000        /* how long a worker or the caller spins before it sleeps */
+#define SPIN_NS 20000         /* how long a worker or the caller spins before it sleeps */
 
 #define SPLIT_OPT (1L << 17) /* elements below which one thread runs an optimizer update */
 
