@@ -149,8 +149,9 @@ typedef struct pass_state {
     pd_curves *curves;      /* SAVE_DIR/curves.svg, or NULL */
 } pass_state;
 
-/* One batch: bind, forward, backward, the caller's step; the cost summed. */
-static int one_batch(pd_driver *d, pass_state *s, const pd_batch *b)
+/* One batch: bind, forward, backward, the caller's step; the cost summed.
+ * next: the batch after it in the pass, or NULL. */
+static int one_batch(pd_driver *d, pass_state *s, const pd_batch *b, const pd_batch *next)
 {
     pd_net *net = d->net;
     const pd_step_ops *ops = d->ops;
@@ -158,6 +159,7 @@ static int one_batch(pd_driver *d, pass_state *s, const pd_batch *b)
     int rc;
     if ((rc = pd_net_bind(net, b)) < 0) return rc;
     if (ops->before_forward && (rc = ops->before_forward(d->ctx, net)) < 0) return rc;
+    if (next && ops->prefetch && (rc = ops->prefetch(d->ctx, net, next)) < 0) return rc;
     if ((rc = pd_net_forward(net, &cost)) < 0) return rc;
     if (!isfinite(cost))
         return pd_err_set(PD_EINVAL, "pass %d, batch %d: the cost is %g; lower the learning rate (now %g)",
@@ -228,26 +230,47 @@ static int after_batch(pd_driver *d, pass_state *s)
     return 0;
 }
 
-/* One pass over the training data (or its first max_batches batches). */
+/* One pass over the training data (or its first max_batches batches); one
+ * batch ahead when the ops prefetch. */
 static int run_pass(pd_driver *d, pass_state *s)
 {
-    pd_batch *b;
-    int rc = 1;
+    pd_batch *b, *next = NULL;
+    int rc = 1, ended = 0;
     /* resumed inside this pass: read the batches already trained, unused */
     while (s->batch < s->skip && (rc = pd_reader_next(d->train, &b)) == 1) {
         pd_reader_release(d->train, b);
         s->batch++;
     }
     if (rc != 1) return rc;
-    while (!(d->r->max_batches && s->batch >= d->r->max_batches) && (rc = pd_reader_next(d->train, &b)) == 1) {
+    int max = d->r->max_batches;
+    while (!(max && s->batch >= max)) {
+        if (next) {
+            b = next;
+            next = NULL;
+        } else if ((rc = pd_reader_next(d->train, &b)) != 1) {
+            break;
+        }
+        if (d->ops->prefetch && !(max && s->batch + 1 >= max)) {
+            int more = pd_reader_next(d->train, &next);
+            if (more < 0) {
+                pd_reader_release(d->train, b);
+                rc = more;
+                break;
+            }
+            if (more == 0) {
+                next = NULL;
+                ended = 1; /* b is the pass's last */
+            }
+        }
         if (d->stop && *d->stop)
             rc = pd_err_set(PD_EINTR, "interrupted");
         else
-            rc = one_batch(d, s, b);
+            rc = one_batch(d, s, b, next);
         pd_reader_release(d->train, b);
-        if (rc < 0 || (rc = after_batch(d, s)) < 0) break;
+        if (rc < 0 || (rc = after_batch(d, s)) < 0 || ended) break;
     }
-    if (rc >= 0 && d->r->max_batches && s->batch >= d->r->max_batches) {
+    if (next) pd_reader_release(d->train, next);
+    if (rc >= 0 && !ended && max && s->batch >= max) {
         /* drain the rest of the pass */
         while ((rc = pd_reader_next(d->train, &b)) == 1) pd_reader_release(d->train, b);
     }

@@ -22,6 +22,10 @@
 typedef struct pd_step_ops {
     /* the batch is bound; before forward (pull the rows it uses) */
     int (*before_forward)(void *ctx, pd_net *net);
+    /* after before_forward, when the pass has a batch after this one: next,
+     * which the reader gave already (ask for its rows while this computes);
+     * with this callback the driver reads one batch ahead */
+    int (*prefetch)(void *ctx, pd_net *net, const pd_batch *next);
     /* after backward: apply the gradients or exchange them; step counts from 1 */
     int (*step)(void *ctx, pd_net *net, long step);
     /* make net hold the current model before it is evaluated or saved */

@@ -655,6 +655,21 @@ int pd_net_bind(pd_net *net, const pd_batch *b)
     return bind_hash(net);
 }
 
+int pd_net_batch_ids(const pd_layer *x, const pd_batch *b, const int32_t **ids)
+{
+    if (!x->is_data || x->slot < 0 || x->slot >= b->nslots || x->d->range <= 0) return -1;
+    const pd_slot *s = &b->slots[x->slot];
+    int kind = slot_kind(x->d->kind);
+    if (strcmp(s->name, x->d->slot) != 0 || s->kind != kind || s->width == 0 || !s->ids) return -1;
+    if (kind != PD_SLOT_ID && (kind != PD_SLOT_ID_LIST || !s->offsets)) return -1;
+    int n = kind == PD_SLOT_ID ? b->n : s->offsets[b->n];
+    if (n < 0) return -1;
+    for (int k = 0; k < n; k++)
+        if (s->ids[k] < 0 || s->ids[k] >= x->d->range) return -1;
+    *ids = s->ids;
+    return n;
+}
+
 /* --- forward, backward, update --------------------------------------------- */
 
 int pd_net_forward(pd_net *net, double *cost)

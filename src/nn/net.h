@@ -136,6 +136,10 @@ void pd_net_free(pd_net *net);
 /* Point the data layers at batch b (uploads it). Fails, naming the slot,
  * when b lacks a slot the model reads or an id is out of range. */
 int pd_net_bind(pd_net *net, const pd_batch *b);
+/* The ids the data layer x (of a net bound before) would take from batch b,
+ * without binding it: their count and *ids, or -1 when b does not give x
+ * ids of its range as the bound batch did (pd_net_bind names the fault). */
+int pd_net_batch_ids(const pd_layer *x, const pd_batch *b, const int32_t **ids);
 /* Forward through every layer; *cost: the mean cost over the batch.
  * 0, or < 0 when a layer failed (out of memory), naming it. */
 int pd_net_forward(pd_net *net, double *cost);

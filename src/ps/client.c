@@ -256,6 +256,8 @@ int pd_client_heartbeat(pd_client *c)
 }
 
 static int on_step_reply(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
+static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vctx);
+static int settle_prefetch(pd_client *c);
 static const float *host_view(pd_client *c, pd_net *net, const float *dev, size_t off, size_t n);
 
 /*
@@ -306,6 +308,7 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
     int rc = 0;
     double deadline = pd_now() + c->timeout;
     double last_note = pd_now();
+    if (c->prefetch > 0 && fn != on_rows && (rc = settle_prefetch(c)) < 0) return rc;
     c->recv_net = net;
     for (;;) {
         int want_out = 0;
@@ -703,18 +706,25 @@ int pd_client_init(pd_client *c, pd_net *net)
     return pull_dense(c, net);
 }
 
-/* Unique ids of table t that the bound batch uses, sorted by nothing. */
-static int batch_ids(pd_client *c, pd_net *net, int t, int32_t **out)
+/* Unique ids of table t that the bound batch uses (or batch next will),
+ * sorted by nothing; -1 when next does not give them as the bound one did. */
+static int batch_ids(pd_client *c, pd_net *net, int t, const pd_batch *next, int32_t **out)
 {
-    int n = 0;
+    int n = 0, rc = 0;
     pd_param *p = &net->params[c->net_param[c->lay->tables[t]]];
     uint8_t *seen = c->seen[t];
-    for (int i = 0; i < net->nlayers; i++) {
+    for (int i = 0; i < net->nlayers && rc == 0; i++) {
         pd_layer *l = &net->layers[i];
         if (l->p[0] != p || strcmp(l->d->type, "embedding") != 0) continue;
         pd_layer *x = l->in[0];
-        for (int r = 0; r < x->rows; r++) {
-            int32_t id = x->h_ids[r];
+        const int32_t *xids = x->h_ids;
+        int rows = next ? pd_net_batch_ids(x, next, &xids) : x->rows;
+        if (rows < 0 || (next && x->d->range != p->rows)) {
+            rc = -1;
+            break;
+        }
+        for (int r = 0; r < rows; r++) {
+            int32_t id = xids[r];
             if (seen[id]) continue;
             seen[id] = 1;
             if ((size_t)n + 1 > c->cap_ids) {
@@ -726,7 +736,7 @@ static int batch_ids(pd_client *c, pd_net *net, int t, int32_t **out)
     }
     for (int i = 0; i < n; i++) seen[c->ids[i]] = 0;
     *out = c->ids;
-    return n;
+    return rc < 0 ? rc : n;
 }
 
 static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vctx)
@@ -795,14 +805,13 @@ static int post_behind(pd_client *c)
     return rc < 0 ? rc : post_queued(c, net);
 }
 
-/* Pull the rows the bound batch uses (all: every row of every table), in
- * rounds of chunks that fit the frame limit; a held step (async) follows
- * the first round. */
-static int pull_rows(pd_client *c, pd_net *net, int all)
+/* The requests of a pull, per pserver and table: every row of every table
+ * (all), the rows the bound batch uses, or those batch next will use; 1
+ * (nothing asked) when next does not give them as the bound batch did. */
+static int ask_rows(pd_client *c, pd_net *net, int all, const pd_batch *next)
 {
     const pd_layout *l = c->lay;
-    if (l->ntables == 0) return 0;
-    int nslots = c->np * l->ntables, rc = 0;
+    int nslots = c->np * l->ntables;
     if (!c->asked) {
         c->asked = pd_xcalloc((size_t)nslots, sizeof *c->asked);
         c->asked_cap = pd_xcalloc((size_t)nslots, sizeof *c->asked_cap);
@@ -817,7 +826,11 @@ static int pull_rows(pd_client *c, pd_net *net, int all)
     for (int t = 0; t < l->ntables; t++) {
         pd_param *p = &net->params[c->net_param[l->tables[t]]];
         int32_t *ids = NULL;
-        int n = p->hash ? 0 : all ? p->rows : batch_ids(c, net, t, &ids);
+        int n = p->hash ? 0 : all ? p->rows : batch_ids(c, net, t, next, &ids);
+        if (n < 0) {
+            memset(c->nasked, 0, (size_t)nslots * sizeof *c->nasked);
+            return 1;
+        }
         for (int s = 0; s < c->np; s++) {
             int slot = s * l->ntables + t;
             size_t want = (size_t)(all ? pd_rows_on(l, n, s) : n) + 1;
@@ -833,6 +846,14 @@ static int pull_rows(pd_client *c, pd_net *net, int all)
             c->asked[slot][c->nasked[slot]++] = id;
         }
     }
+    return 0;
+}
+
+/* The rounds of a pull not sent yet, each of chunks that fit the frame
+ * limit, and their replies; a held step (async) follows the first. */
+static int pull_rounds(pd_client *c, pd_net *net)
+{
+    int rc = 0;
     for (;;) {
         int pending = 0;
         if ((rc = queue_row_chunks(c, net, &pending)) < 0) break;
@@ -843,9 +864,39 @@ static int pull_rows(pd_client *c, pd_net *net, int all)
     return rc;
 }
 
+/* The replies of a prefetch no pull took (another exchange came first):
+ * read into the table, which the next pull asks again. */
+static int settle_prefetch(pd_client *c)
+{
+    int pending = c->prefetch;
+    c->prefetch = 0;
+    c->prefetched = 0;
+    return pending ? exchange(c, c->prefetch_net, &pending, on_rows, NULL) : 0;
+}
+
+/* Pull the rows the bound batch uses (all: every row of every table). */
+static int pull_rows(pd_client *c, pd_net *net, int all)
+{
+    if (c->lay->ntables == 0) return 0;
+    int rc = settle_prefetch(c);
+    if (rc == 0) rc = ask_rows(c, net, all, NULL);
+    return rc < 0 ? rc : pull_rounds(c, net);
+}
+
 int pd_client_pull_rows(pd_client *c, pd_net *net)
 {
     int rc = map_params(c, net);
+    if (rc == 0 && c->prefetched && c->prefetch_net == net) {
+        /* async: asked for while the batch before computed, behind the step
+         * before that one; its replies come first, then the rows (and any
+         * later rounds, with the held step behind the first of them) */
+        int pending = c->prefetch;
+        c->prefetch = 0;
+        c->prefetched = 0;
+        if (pending && (rc = exchange(c, net, &pending, on_rows, NULL)) < 0) return rc;
+        if ((rc = wait_posted(c)) < 0) return rc;
+        return pull_rounds(c, net);
+    }
     if (rc == 0 && c->deferred && c->deferred_first) {
         /* sync: the held step, the requests behind it, then every reply
          * of both (the batch computes with the step's values) */
@@ -873,6 +924,8 @@ static int on_step_reply(pd_client *c, pd_net *net, int server, pd_frame *f, voi
 /* The replies of a posted step, if any are still to come. */
 static int wait_posted(pd_client *c)
 {
+    int rc = c->prefetch > 0 ? settle_prefetch(c) : 0; /* its replies may come before the step's */
+    if (rc < 0) return rc;
     int pending = c->inflight;
     c->inflight = 0;
     return pending ? exchange(c, c->posted, &pending, on_step_reply, NULL) : 0;
@@ -1037,6 +1090,13 @@ int pd_client_send_early(pd_client *c, pd_net *net, int local_too)
     return n;
 }
 
+int pd_client_prefetch_from(pd_client *c, int local_too)
+{
+    c->prefetch_on = local_too;
+    for (int s = 0; s < c->np && !c->prefetch_on; s++) c->prefetch_on = !same_host(c->conns[s * c->nper].fd);
+    return c->prefetch_on;
+}
+
 int pd_client_step(pd_client *c, pd_net *net)
 {
     int pending = 0, rc;
@@ -1069,6 +1129,20 @@ int pd_client_defer_step(pd_client *c, pd_net *net)
     if (!fixed || c->deferred) return pd_client_post_step(c, net);
     c->deferred = net;
     c->deferred_first = 0;
+    return 0;
+}
+
+int pd_client_prefetch_rows(pd_client *c, pd_net *net, const pd_batch *next)
+{
+    if (!c->prefetch_on) return 0;
+    int fixed = fixed_tables_only(c, net);
+    if (fixed <= 0 || c->prefetched || c->deferred) return fixed < 0 ? fixed : 0;
+    int pending = 0, rc = ask_rows(c, net, 0, next);
+    if (rc != 0) return rc < 0 ? rc : 0;
+    if ((rc = queue_row_chunks(c, net, &pending)) < 0 || (rc = flush_all(c)) < 0) return rc;
+    c->prefetched = 1;
+    c->prefetch = pending;
+    c->prefetch_net = net;
     return 0;
 }
 

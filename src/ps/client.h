@@ -57,6 +57,11 @@ typedef struct pd_client {
     pd_net *posted;         /* the net they update */
     pd_net *deferred;       /* a step held back to go with the next batch's pull (pd_client_defer_step, pd_client_hold_step) */
     int deferred_first;     /* sync (pd_client_hold_step): it goes in front of the pull, not behind it */
+    /* async, pd_client_prefetch_rows: the next batch's rows are asked for */
+    int prefetch_on;        /* pd_client_prefetch_from */
+    int prefetched;         /* asked (pull_rows' requests) holds them */
+    int prefetch;           /* replies of their first round not read yet */
+    pd_net *prefetch_net;   /* the net they go to */
     pd_net *recv_net;       /* the net the exchange under way stores values in */
     pd_net *feeding;        /* the net whose dense gradients are being queued, or NULL */
     uint8_t *fed;           /* per block: queued in this step */
@@ -91,6 +96,23 @@ int pd_client_post_step(pd_client *c, pd_net *net);
  * growing tables (their rows are looked up at bind time) and nets without
  * sparse tables post at once. Any other exchange sends a held step first. */
 int pd_client_defer_step(pd_client *c, pd_net *net);
+/* Async mode, after the batch's pull (the held step is sent by then): ask
+ * for the rows batch next will use now, behind that step, so that they
+ * come while this batch computes; that batch's pd_client_pull_rows then
+ * only reads them (and the step's replies), and sends the step it holds.
+ * The batch sees the same values as a pull at its own turn would give it
+ * (the rows and dense values of every step but this trainer's last one).
+ * Nothing is asked when next does not give the ids as the bound batch did
+ * (its bind names the fault), for growing tables, with no sparse table,
+ * or unless pd_client_prefetch_from turned it on. Any other exchange reads
+ * the replies first. */
+int pd_client_prefetch_rows(pd_client *c, pd_net *net, const pd_batch *next);
+/* Async mode: turn pd_client_prefetch_rows on when a pserver is on another
+ * host (a round trip a step to hide), or local_too (this host's pservers
+ * have cores the trainer leaves free: on busy shared cores, answering
+ * while the batch computes takes from its computation). Returns 1 (on) or
+ * 0 (off). */
+int pd_client_prefetch_from(pd_client *c, int local_too);
 /* Sync mode: hold the step's gradients until the next batch's rows are
  * pulled, then send the step and the row requests right behind it, and
  * wait for both: the pservers answer the rows once the step is applied

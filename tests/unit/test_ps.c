@@ -1013,6 +1013,127 @@ PD_TEST(client_async_step_follows_the_next_pull)
     fixture_free(&x);
 }
 
+static uint64_t out_bytes(const pd_client *c);
+
+/* Async with the next batch's rows asked for while a batch computes
+ * (pd_client_prefetch_rows, as the driver does it, one batch ahead): the
+ * requests leave at once, behind the step before, so that every batch
+ * sees row 3 as it would have pulled it at its own turn: batch 1 before
+ * step 0, batch 2 after step 0 but not step 1, batch 3 after step 1. */
+PD_TEST(client_async_prefetch_asks_for_the_next_rows_behind_the_step)
+{
+    char *data = pd_test_write("four.csv", "3,1.0\n3,2.0\n3,3.0\n3,4.0\n");
+    char *text = item_recipe(data, "job { pservers = 1, trainers = 1 }\n"
+                                   "settings { mode = 'async', batch_size = 1 }\n");
+    fixture x;
+    fixture_load(&x, "prefetch.lua", text);
+    free(text);
+    free(data);
+    int port;
+    pid_t server = start_server(&x.r, &port);
+    pd_endpoint ep = {"127.0.0.1", port};
+    pd_client c;
+    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_init(&c, &x.net) == 0);
+    /* the pserver is on this host: asked ahead only when told so */
+    CHECK_EQ_INT(pd_client_prefetch_from(&c, 0), 0);
+    CHECK_EQ_INT(pd_client_prefetch_from(&c, 1), 1);
+    pd_reader *rd;
+    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
+    CHECK(pd_reader_open(&rd, &x.r, &o) == 0);
+    pd_param *e = pd_net_param(&x.net, "embedding_0.w_0");
+    float row[4][2], grad[4][2];
+    double cost;
+    pd_batch *b, *next;
+    CHECK_EQ_INT(pd_reader_next(rd, &next), 1);
+    for (int step = 0; step < 4; step++) {
+        b = next;
+        next = NULL;
+        if (step < 3) CHECK_EQ_INT(pd_reader_next(rd, &next), 1);
+        CHECK(pd_net_bind(&x.net, b) == 0);
+        CHECK(pd_client_pull_rows(&c, &x.net) == 0);
+        CHECK(c.deferred == NULL); /* the step before went behind the rows */
+        memcpy(row[step], e->w + 3 * 2, sizeof row[step]);
+        if (next) {
+            uint64_t before = out_bytes(&c);
+            CHECK(pd_client_prefetch_rows(&c, &x.net, next) == 0);
+            CHECK(c.prefetched && c.prefetch == 1);
+            CHECK(out_bytes(&c) > before); /* asked for now, not at the next pull */
+        }
+        CHECK(pd_net_forward(&x.net, &cost) == 0);
+        CHECK(pd_net_backward(&x.net) == 0);
+        memcpy(grad[step], e->g + 3 * 2, sizeof grad[step]);
+        CHECK(grad[step][0] != 0 || grad[step][1] != 0);
+        CHECK(pd_client_defer_step(&c, &x.net) == 0);
+        CHECK(c.deferred == &x.net);
+        pd_reader_release(rd, b);
+    }
+    CHECK(!c.prefetched);
+    for (int k = 0; k < 2; k++) {
+        CHECK_NEAR(row[1][k], row[0][k], 0);
+        CHECK_NEAR(row[2][k], row[0][k] - 0.1f * grad[0][k], 1e-6);
+        CHECK_NEAR(row[3][k], row[2][k] - 0.1f * grad[1][k], 1e-6);
+    }
+    long total = 0;
+    CHECK(pd_client_pass_end(&c, 0, 4, &total) == 0);
+    CHECK_EQ_INT((int)c.step, 4);
+    pd_reader_close(rd);
+    finish_and_reap(&x, server, port, &c);
+    fixture_free(&x);
+}
+
+/* A prefetch that no pull takes is read by the next exchange, whatever it
+ * is; a next batch with an id outside the table (the readers refuse them:
+ * here one is written into the batch) asks for nothing, and its bind names
+ * the fault. */
+PD_TEST(client_async_prefetch_settled_by_other_exchanges)
+{
+    char *data = pd_test_write("prefetch2.csv", "3,1.0\n4,2.0\n5,3.0\n");
+    char *text = item_recipe(data, "job { pservers = 1, trainers = 1 }\n"
+                                   "settings { mode = 'async', batch_size = 1 }\n");
+    fixture x;
+    fixture_load(&x, "prefetch2.lua", text);
+    free(text);
+    free(data);
+    int port;
+    pid_t server = start_server(&x.r, &port);
+    pd_endpoint ep = {"127.0.0.1", port};
+    pd_client c;
+    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_init(&c, &x.net) == 0);
+    CHECK_EQ_INT(pd_client_prefetch_from(&c, 1), 1);
+    pd_reader *rd;
+    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
+    CHECK(pd_reader_open(&rd, &x.r, &o) == 0);
+    pd_batch *b[3];
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(pd_reader_next(rd, &b[i]), 1);
+    double cost;
+    CHECK(pd_net_bind(&x.net, b[0]) == 0);
+    CHECK(pd_client_pull_rows(&c, &x.net) == 0);
+    CHECK(pd_client_prefetch_rows(&c, &x.net, b[1]) == 0);
+    CHECK(c.prefetch == 1);
+    CHECK(pd_net_forward(&x.net, &cost) == 0);
+    CHECK(pd_net_backward(&x.net) == 0);
+    CHECK(pd_client_defer_step(&c, &x.net) == 0);
+    /* the model fetched for an evaluation, with the rows still to come */
+    CHECK(pd_client_fetch_all(&c, &x.net) == 0);
+    CHECK(!c.prefetched && c.prefetch == 0 && c.deferred == NULL);
+    CHECK(pd_net_bind(&x.net, b[1]) == 0);
+    CHECK(pd_client_pull_rows(&c, &x.net) == 0);
+    for (int k = 0; k < b[2]->nslots; k++)
+        if (strcmp(b[2]->slots[k].name, "item") == 0) b[2]->slots[k].ids[0] = 12;
+    CHECK(pd_client_prefetch_rows(&c, &x.net, b[2]) == 0);
+    CHECK(!c.prefetched && c.prefetch == 0);
+    CHECK(pd_net_bind(&x.net, b[2]) < 0);
+    CHECK(strstr(pd_err_msg(), "outside [0, 10)") != NULL);
+    for (int i = 0; i < 3; i++) pd_reader_release(rd, b[i]);
+    long total = 0;
+    CHECK(pd_client_pass_end(&c, 0, 2, &total) == 0);
+    pd_reader_close(rd);
+    finish_and_reap(&x, server, port, &c);
+    fixture_free(&x);
+}
+
 /* Trainer 1 of client_sync_pull_waits_for_the_steps_barrier: starts its
  * steps late, so that trainer 0's pull reaches the pserver first. */
 typedef struct late_trainer {
