@@ -961,40 +961,66 @@ static char *item_recipe(const char *data, const char *more)
     return text;
 }
 
+/* An async job of one pserver and this trainer on csv_recipe with the
+ * lines of data, batch 1: the pserver started, the client connected and
+ * initialised, a reader open. */
+typedef struct async_job {
+    fixture x;
+    int port;
+    pid_t server;
+    pd_client c;
+    pd_reader *rd;
+} async_job;
+
+static void async_job_start(async_job *j, const char *name, const char *lines)
+{
+    char *csv = pd_xasprintf("%s.csv", name), *lua = pd_xasprintf("%s.lua", name);
+    char *data = pd_test_write(csv, lines);
+    char *text = item_recipe(data, "job { pservers = 1, trainers = 1 }\n"
+                                   "settings { mode = 'async', batch_size = 1 }\n");
+    fixture_load(&j->x, lua, text);
+    free(text);
+    free(data);
+    free(csv);
+    free(lua);
+    j->server = start_server(&j->x.r, &j->port);
+    pd_endpoint ep = {"127.0.0.1", j->port};
+    CHECK(pd_client_connect(&j->c, &j->x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_init(&j->c, &j->x.net) == 0);
+    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
+    CHECK(pd_reader_open(&j->rd, &j->x.r, &o) == 0);
+}
+
+static void async_job_end(async_job *j)
+{
+    pd_reader_close(j->rd);
+    finish_and_reap(&j->x, j->server, j->port, &j->c);
+    fixture_free(&j->x);
+}
+
 /* Async: a held step leaves behind the next batch's pull, so the rows that
  * batch gets are those before the step (and after the one before it); the
  * pass end sends the last held step, and the pservers apply all three. */
 PD_TEST(client_async_step_follows_the_next_pull)
 {
-    char *data = pd_test_write("three.csv", "3,1.0\n3,2.0\n3,3.0\n");
-    char *text = item_recipe(data, "job { pservers = 1, trainers = 1 }\n"
-                                   "settings { mode = 'async', batch_size = 1 }\n");
-    fixture x;
-    fixture_load(&x, "async.lua", text);
-    free(text);
-    free(data);
-    int port;
-    pid_t server = start_server(&x.r, &port);
-    pd_endpoint ep = {"127.0.0.1", port};
-    pd_client c;
-    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 5) == 0);
-    CHECK(pd_client_init(&c, &x.net) == 0);
-    pd_reader *rd;
-    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
-    CHECK(pd_reader_open(&rd, &x.r, &o) == 0);
-    pd_param *e = pd_net_param(&x.net, "embedding_0.w_0");
+    async_job j;
+    async_job_start(&j, "async", "3,1.0\n3,2.0\n3,3.0\n");
+    fixture *x = &j.x;
+    pd_client *c = &j.c;
+    pd_reader *rd = j.rd;
+    pd_param *e = pd_net_param(&x->net, "embedding_0.w_0");
     float row[3][2]; /* row 3 as each batch pulled it */
     double cost;
     for (int step = 0; step < 3; step++) {
         pd_batch *b;
         CHECK_EQ_INT(pd_reader_next(rd, &b), 1);
-        CHECK(pd_net_bind(&x.net, b) == 0);
-        CHECK(pd_client_pull_rows(&c, &x.net) == 0);
+        CHECK(pd_net_bind(&x->net, b) == 0);
+        CHECK(pd_client_pull_rows(c, &x->net) == 0);
         memcpy(row[step], e->w + 3 * 2, sizeof row[step]);
-        CHECK(pd_net_forward(&x.net, &cost) == 0);
-        CHECK(pd_net_backward(&x.net) == 0);
-        CHECK(pd_client_defer_step(&c, &x.net) == 0);
-        CHECK(c.deferred == &x.net); /* held, not sent */
+        CHECK(pd_net_forward(&x->net, &cost) == 0);
+        CHECK(pd_net_backward(&x->net) == 0);
+        CHECK(pd_client_defer_step(c, &x->net) == 0);
+        CHECK(c->deferred == &x->net); /* held, not sent */
         pd_reader_release(rd, b);
     }
     /* batch 1 computed with row 3 as it was before step 0; batch 2 with
@@ -1003,14 +1029,12 @@ PD_TEST(client_async_step_follows_the_next_pull)
     CHECK_NEAR(row[1][1], row[0][1], 0);
     CHECK(row[2][0] != row[1][0] || row[2][1] != row[1][1]);
     long total = 0;
-    CHECK(pd_client_pass_end(&c, 0, 3, &total) == 0);
-    CHECK(c.deferred == NULL);
-    CHECK_EQ_INT((int)c.step, 3); /* the table's updates, ROWS_DONE: all three steps */
-    CHECK(pd_client_fetch_all(&c, &x.net) == 0);
+    CHECK(pd_client_pass_end(c, 0, 3, &total) == 0);
+    CHECK(c->deferred == NULL);
+    CHECK_EQ_INT((int)c->step, 3); /* the table's updates, ROWS_DONE: all three steps */
+    CHECK(pd_client_fetch_all(c, &x->net) == 0);
     CHECK(e->w[6] != row[2][0] || e->w[7] != row[2][1]);
-    pd_reader_close(rd);
-    finish_and_reap(&x, server, port, &c);
-    fixture_free(&x);
+    async_job_end(&j);
 }
 
 static uint64_t out_bytes(const pd_client *c);
@@ -1022,26 +1046,15 @@ static uint64_t out_bytes(const pd_client *c);
  * step 0, batch 2 after step 0 but not step 1, batch 3 after step 1. */
 PD_TEST(client_async_prefetch_asks_for_the_next_rows_behind_the_step)
 {
-    char *data = pd_test_write("four.csv", "3,1.0\n3,2.0\n3,3.0\n3,4.0\n");
-    char *text = item_recipe(data, "job { pservers = 1, trainers = 1 }\n"
-                                   "settings { mode = 'async', batch_size = 1 }\n");
-    fixture x;
-    fixture_load(&x, "prefetch.lua", text);
-    free(text);
-    free(data);
-    int port;
-    pid_t server = start_server(&x.r, &port);
-    pd_endpoint ep = {"127.0.0.1", port};
-    pd_client c;
-    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 5) == 0);
-    CHECK(pd_client_init(&c, &x.net) == 0);
+    async_job j;
+    async_job_start(&j, "prefetch", "3,1.0\n3,2.0\n3,3.0\n3,4.0\n");
+    fixture *x = &j.x;
+    pd_client *c = &j.c;
+    pd_reader *rd = j.rd;
     /* the pserver is on this host: asked ahead only when told so */
-    CHECK_EQ_INT(pd_client_prefetch_from(&c, 0), 0);
-    CHECK_EQ_INT(pd_client_prefetch_from(&c, 1), 1);
-    pd_reader *rd;
-    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
-    CHECK(pd_reader_open(&rd, &x.r, &o) == 0);
-    pd_param *e = pd_net_param(&x.net, "embedding_0.w_0");
+    CHECK_EQ_INT(pd_client_prefetch_from(c, 0), 0);
+    CHECK_EQ_INT(pd_client_prefetch_from(c, 1), 1);
+    pd_param *e = pd_net_param(&x->net, "embedding_0.w_0");
     float row[4][2], grad[4][2];
     double cost;
     pd_batch *b, *next;
@@ -1050,36 +1063,34 @@ PD_TEST(client_async_prefetch_asks_for_the_next_rows_behind_the_step)
         b = next;
         next = NULL;
         if (step < 3) CHECK_EQ_INT(pd_reader_next(rd, &next), 1);
-        CHECK(pd_net_bind(&x.net, b) == 0);
-        CHECK(pd_client_pull_rows(&c, &x.net) == 0);
-        CHECK(c.deferred == NULL); /* the step before went behind the rows */
+        CHECK(pd_net_bind(&x->net, b) == 0);
+        CHECK(pd_client_pull_rows(c, &x->net) == 0);
+        CHECK(c->deferred == NULL); /* the step before went behind the rows */
         memcpy(row[step], e->w + 3 * 2, sizeof row[step]);
         if (next) {
-            uint64_t before = out_bytes(&c);
-            CHECK(pd_client_prefetch_rows(&c, &x.net, next) == 0);
-            CHECK(c.prefetched && c.prefetch == 1);
-            CHECK(out_bytes(&c) > before); /* asked for now, not at the next pull */
+            uint64_t before = out_bytes(c);
+            CHECK(pd_client_prefetch_rows(c, &x->net, next) == 0);
+            CHECK(c->prefetched && c->prefetch == 1);
+            CHECK(out_bytes(c) > before); /* asked for now, not at the next pull */
         }
-        CHECK(pd_net_forward(&x.net, &cost) == 0);
-        CHECK(pd_net_backward(&x.net) == 0);
+        CHECK(pd_net_forward(&x->net, &cost) == 0);
+        CHECK(pd_net_backward(&x->net) == 0);
         memcpy(grad[step], e->g + 3 * 2, sizeof grad[step]);
         CHECK(grad[step][0] != 0 || grad[step][1] != 0);
-        CHECK(pd_client_defer_step(&c, &x.net) == 0);
-        CHECK(c.deferred == &x.net);
+        CHECK(pd_client_defer_step(c, &x->net) == 0);
+        CHECK(c->deferred == &x->net);
         pd_reader_release(rd, b);
     }
-    CHECK(!c.prefetched);
+    CHECK(!c->prefetched);
     for (int k = 0; k < 2; k++) {
         CHECK_NEAR(row[1][k], row[0][k], 0);
         CHECK_NEAR(row[2][k], row[0][k] - 0.1f * grad[0][k], 1e-6);
         CHECK_NEAR(row[3][k], row[2][k] - 0.1f * grad[1][k], 1e-6);
     }
     long total = 0;
-    CHECK(pd_client_pass_end(&c, 0, 4, &total) == 0);
-    CHECK_EQ_INT((int)c.step, 4);
-    pd_reader_close(rd);
-    finish_and_reap(&x, server, port, &c);
-    fixture_free(&x);
+    CHECK(pd_client_pass_end(c, 0, 4, &total) == 0);
+    CHECK_EQ_INT((int)c->step, 4);
+    async_job_end(&j);
 }
 
 /* A prefetch that no pull takes is read by the next exchange, whatever it
@@ -1088,50 +1099,37 @@ PD_TEST(client_async_prefetch_asks_for_the_next_rows_behind_the_step)
  * the fault. */
 PD_TEST(client_async_prefetch_settled_by_other_exchanges)
 {
-    char *data = pd_test_write("prefetch2.csv", "3,1.0\n4,2.0\n5,3.0\n");
-    char *text = item_recipe(data, "job { pservers = 1, trainers = 1 }\n"
-                                   "settings { mode = 'async', batch_size = 1 }\n");
-    fixture x;
-    fixture_load(&x, "prefetch2.lua", text);
-    free(text);
-    free(data);
-    int port;
-    pid_t server = start_server(&x.r, &port);
-    pd_endpoint ep = {"127.0.0.1", port};
-    pd_client c;
-    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 5) == 0);
-    CHECK(pd_client_init(&c, &x.net) == 0);
-    CHECK_EQ_INT(pd_client_prefetch_from(&c, 1), 1);
-    pd_reader *rd;
-    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
-    CHECK(pd_reader_open(&rd, &x.r, &o) == 0);
+    async_job j;
+    async_job_start(&j, "prefetch2", "3,1.0\n4,2.0\n5,3.0\n");
+    fixture *x = &j.x;
+    pd_client *c = &j.c;
+    pd_reader *rd = j.rd;
+    CHECK_EQ_INT(pd_client_prefetch_from(c, 1), 1);
     pd_batch *b[3];
     for (int i = 0; i < 3; i++) CHECK_EQ_INT(pd_reader_next(rd, &b[i]), 1);
     double cost;
-    CHECK(pd_net_bind(&x.net, b[0]) == 0);
-    CHECK(pd_client_pull_rows(&c, &x.net) == 0);
-    CHECK(pd_client_prefetch_rows(&c, &x.net, b[1]) == 0);
-    CHECK(c.prefetch == 1);
-    CHECK(pd_net_forward(&x.net, &cost) == 0);
-    CHECK(pd_net_backward(&x.net) == 0);
-    CHECK(pd_client_defer_step(&c, &x.net) == 0);
+    CHECK(pd_net_bind(&x->net, b[0]) == 0);
+    CHECK(pd_client_pull_rows(c, &x->net) == 0);
+    CHECK(pd_client_prefetch_rows(c, &x->net, b[1]) == 0);
+    CHECK(c->prefetch == 1);
+    CHECK(pd_net_forward(&x->net, &cost) == 0);
+    CHECK(pd_net_backward(&x->net) == 0);
+    CHECK(pd_client_defer_step(c, &x->net) == 0);
     /* the model fetched for an evaluation, with the rows still to come */
-    CHECK(pd_client_fetch_all(&c, &x.net) == 0);
-    CHECK(!c.prefetched && c.prefetch == 0 && c.deferred == NULL);
-    CHECK(pd_net_bind(&x.net, b[1]) == 0);
-    CHECK(pd_client_pull_rows(&c, &x.net) == 0);
+    CHECK(pd_client_fetch_all(c, &x->net) == 0);
+    CHECK(!c->prefetched && c->prefetch == 0 && c->deferred == NULL);
+    CHECK(pd_net_bind(&x->net, b[1]) == 0);
+    CHECK(pd_client_pull_rows(c, &x->net) == 0);
     for (int k = 0; k < b[2]->nslots; k++)
         if (strcmp(b[2]->slots[k].name, "item") == 0) b[2]->slots[k].ids[0] = 12;
-    CHECK(pd_client_prefetch_rows(&c, &x.net, b[2]) == 0);
-    CHECK(!c.prefetched && c.prefetch == 0);
-    CHECK(pd_net_bind(&x.net, b[2]) < 0);
+    CHECK(pd_client_prefetch_rows(c, &x->net, b[2]) == 0);
+    CHECK(!c->prefetched && c->prefetch == 0);
+    CHECK(pd_net_bind(&x->net, b[2]) < 0);
     CHECK(strstr(pd_err_msg(), "outside [0, 10)") != NULL);
     for (int i = 0; i < 3; i++) pd_reader_release(rd, b[i]);
     long total = 0;
-    CHECK(pd_client_pass_end(&c, 0, 2, &total) == 0);
-    pd_reader_close(rd);
-    finish_and_reap(&x, server, port, &c);
-    fixture_free(&x);
+    CHECK(pd_client_pass_end(c, 0, 2, &total) == 0);
+    async_job_end(&j);
 }
 
 /* Trainer 1 of client_sync_pull_waits_for_the_steps_barrier: starts its
