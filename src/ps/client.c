@@ -888,14 +888,20 @@ int pd_client_pull_rows(pd_client *c, pd_net *net)
     int rc = map_params(c, net);
     if (rc == 0 && c->prefetched && c->prefetch_net == net) {
         /* async: asked for while the batch before computed, behind the step
-         * before that one; its replies come first, then the rows (and any
-         * later rounds, with the held step behind the first of them) */
+         * before that one; its replies come first, then the rows */
         int pending = c->prefetch;
         c->prefetch = 0;
         c->prefetched = 0;
         if (pending && (rc = exchange(c, net, &pending, on_rows, NULL)) < 0) return rc;
         if ((rc = wait_posted(c)) < 0) return rc;
-        return pull_rounds(c, net);
+        /* rounds after the first, if the rows need more than a frame: the
+         * held step waits for them too, or their rows (and the step's
+         * replies read meanwhile) would be of after it */
+        pd_net *held = c->deferred;
+        c->deferred = NULL;
+        rc = pull_rounds(c, net);
+        c->deferred = held;
+        return rc < 0 || !held ? rc : post_behind(c);
     }
     if (rc == 0 && c->deferred && c->deferred_first) {
         /* sync: the held step, the requests behind it, then every reply

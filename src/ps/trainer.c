@@ -23,11 +23,12 @@ typedef struct ps_step {
 
 static int ps_pull(void *ctx, pd_net *net) { return pd_client_pull_rows(((ps_step *)ctx)->cl, net); }
 
-/* async: the next batch's rows come while this one computes */
+/* async: the next batch's rows come while this one computes (only in the
+ * ops where pd_client_prefetch_from turned it on: the driver reads ahead
+ * for it) */
 static int ps_prefetch(void *ctx, pd_net *net, const pd_batch *next)
 {
-    ps_step *s = ctx;
-    return s->sync ? 0 : pd_client_prefetch_rows(s->cl, net, next);
+    return pd_client_prefetch_rows(((ps_step *)ctx)->cl, net, next);
 }
 
 /* A checkpoint of step: every pserver saves its shard with this trainer's
@@ -90,7 +91,6 @@ static int ps_decide(void *ctx, int pass, int want, int *stop)
 
 static const pd_step_ops ps_ops = {
     .before_forward = ps_pull,
-    .prefetch = ps_prefetch,
     .step = ps_exchange,
     .sync_model = ps_fetch,
     .pass_end = ps_pass_end,
@@ -152,6 +152,7 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
     if (r->heartbeat_timeout > 0) cl.hb_timeout = r->heartbeat_timeout;
     if ((rc = pd_client_init(&cl, net)) < 0) goto out;
     ps_step ctx = {.cl = &cl, .r = r, .o = o, .sync = !r->mode || strcmp(r->mode, "async") != 0};
+    pd_step_ops ops = ps_ops;
     /* what the pservers do while this trainer computes, where they have
      * cores to do it on (a GPU computes: the host's cores are theirs) */
     int cores_left = !net->be->host_memory || pd_blas_threads_get() < host_cpus();
@@ -162,6 +163,7 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
         PD_INFO("trainer %d: gradients go to %d of %d pservers as the backward finishes them%s", o->id, n,
                 o->npservers, n < o->npservers ? " (the others share this host's cores with it: with the step)" : "");
     } else if (pd_client_prefetch_from(&cl, cores_left)) {
+        ops.prefetch = ps_prefetch;
         PD_INFO("trainer %d: the next batch's rows are asked for while a batch computes", o->id);
     } else {
         PD_INFO("trainer %d: a batch's rows are asked for at its turn (the pservers share this host's cores with it)",
@@ -169,7 +171,7 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
     }
     pd_driver d = {.r = r, .net = net, .train = *train, .test = *test, .save = o->id == 0, .stop = o->stop,
                    .status_lines = o->status_lines,
-                   .ops = &ps_ops, .ctx = &ctx};
+                   .ops = &ops, .ctx = &ctx};
     ctx.d = &d;
     rc = resume_at(r, o, &cl, &d);
     *train = d.train;

@@ -1093,6 +1093,52 @@ PD_TEST(client_async_prefetch_asks_for_the_next_rows_behind_the_step)
     async_job_end(&j);
 }
 
+/* The same when a batch's rows need several rounds (here a frame holds
+ * one row): the rounds after the first, asked at the batch's own pull, go
+ * before the step it holds, so every row (ids 3, 4, 5 in every batch) is
+ * of before the previous step. */
+PD_TEST(client_async_prefetch_rounds_go_before_the_held_step)
+{
+    async_job j;
+    async_job_start(&j, "prefetch3", "3,1.0\n4,1.0\n5,1.0\n3,2.0\n4,2.0\n5,2.0\n3,3.0\n4,3.0\n5,3.0\n");
+    fixture *x = &j.x;
+    pd_client *c = &j.c;
+    CHECK_EQ_INT(pd_client_prefetch_from(c, 1), 1);
+    pd_reader_close(j.rd);
+    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 3, .passes = 1};
+    CHECK(pd_reader_open(&j.rd, &x->r, &o) == 0);
+    for (int i = 0; i < c->np * c->nper; i++) c->conns[i].max_frame = 2 * 4; /* one row of 2 floats */
+    pd_param *e = pd_net_param(&x->net, "embedding_0.w_0");
+    float row[3][6], grad[3][6];
+    double cost;
+    pd_batch *b, *next;
+    CHECK_EQ_INT(pd_reader_next(j.rd, &next), 1);
+    for (int step = 0; step < 3; step++) {
+        b = next;
+        next = NULL;
+        if (step < 2) CHECK_EQ_INT(pd_reader_next(j.rd, &next), 1);
+        CHECK(pd_net_bind(&x->net, b) == 0);
+        CHECK(pd_client_pull_rows(c, &x->net) == 0);
+        memcpy(row[step], e->w + 3 * 2, sizeof row[step]);
+        if (next) {
+            CHECK(pd_client_prefetch_rows(c, &x->net, next) == 0);
+            CHECK(c->prefetched && c->prefetch == 1); /* the first round */
+        }
+        CHECK(pd_net_forward(&x->net, &cost) == 0);
+        CHECK(pd_net_backward(&x->net) == 0);
+        memcpy(grad[step], e->g + 3 * 2, sizeof grad[step]);
+        CHECK(pd_client_defer_step(c, &x->net) == 0);
+        pd_reader_release(j.rd, b);
+    }
+    for (int k = 0; k < 6; k++) {
+        CHECK_NEAR(row[1][k], row[0][k], 0);
+        CHECK_NEAR(row[2][k], row[0][k] - 0.1f * grad[0][k], 1e-6);
+    }
+    long total = 0;
+    CHECK(pd_client_pass_end(c, 0, 3, &total) == 0);
+    async_job_end(&j);
+}
+
 /* A prefetch that no pull takes is read by the next exchange, whatever it
  * is; a next batch with an id outside the table (the readers refuse them:
  * here one is written into the batch) asks for nothing, and its bind names
