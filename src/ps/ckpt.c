@@ -28,6 +28,23 @@ int pd_ckpt_fsync_file(const char *path)
     return 0;
 }
 
+int pd_ckpt_fsync_files_in(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return pd_err_set(PD_EIO, "cannot open %s: %s", dir, strerror(errno));
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char *path = pd_xasprintf("%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) rc = pd_ckpt_fsync_file(path);
+        free(path);
+    }
+    closedir(d);
+    return rc < 0 ? rc : pd_ckpt_fsync_file(dir);
+}
+
 static int fsync_parent(const char *path)
 {
     char *d = pd_xstrdup(path), *slash = strrchr(d, '/');

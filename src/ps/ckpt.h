@@ -15,6 +15,10 @@
 
 /* fsync a file (or a directory) by path: 0 or PD_EIO. */
 int pd_ckpt_fsync_file(const char *path);
+/* fsync every file in dir (not below it), then dir: 0 or PD_EIO. Written
+ * first and synced together, files cost about one journal commit, not one
+ * each. */
+int pd_ckpt_fsync_files_in(const char *dir);
 /* Write len bytes to path atomically: path.tmp, fsync, rename, fsync of the
  * directory. 0 or PD_EIO. */
 int pd_ckpt_write_atomic(const char *path, const void *data, size_t len);

@@ -548,7 +548,7 @@ static int shard_hash(pd_hshard *hs, const char *dir, int index, FILE *f, const 
     return rc;
 }
 
-/* Write (f != NULL: each array to DIR/NAME.npy, fsynced, and a line "file
+/* Write (f != NULL: each array to DIR/NAME.npy, and a line "file
  * NAME SUM" plus each block's and table's step counter to f) or read (f ==
  * NULL: each array from DIR, checked against the sums in text) every array
  * of the shard: each dense block's and each table's values and optimizer
@@ -577,7 +577,6 @@ static int shard_arrays(server *s, const char *dir, FILE *f, const char *text)
             size_t bytes = (size_t)rows * cols * sizeof(float);
             if (f) {
                 rc = pd_npy_write(path, arrs[a], rows, cols);
-                if (rc == 0) rc = pd_ckpt_fsync_file(path);
                 fprintf(f, "file %s %u\n", name, pd_checksum(arrs[a], bytes));
             } else {
                 rc = pd_npy_read(path, arrs[a], rows, cols);
@@ -607,8 +606,8 @@ static void shard_header(server *s, FILE *f, long step)
 }
 
 /* Write the shard for step into CHECKPOINT_DIR/ckpt-<step>/pserver-N:
- * everything into pserver-N.tmp, fsynced, shard.txt (with the checksums)
- * last, then renamed into place. */
+ * everything into pserver-N.tmp, then fsynced (all files at once), then
+ * shard.txt (with the checksums) last, then renamed into place. */
 static int save_shard(server *s, long step)
 {
     char *ck = pd_ckpt_path(s->r->checkpoint_dir, step);
@@ -627,6 +626,8 @@ static int save_shard(server *s, long step)
         rc = shard_arrays(s, tmp, f, NULL);
         fclose(f);
     }
+    /* the arrays and tables on disk before the list that names them */
+    if (rc == 0) rc = pd_ckpt_fsync_files_in(tmp);
     if (rc == 0) {
         size_t n = strlen(text);
         text = pd_xrealloc(text, n + 32);

@@ -9,6 +9,7 @@
 #include "../../src/launch/secret.h"
 #include "../../src/nn/net.h"
 #include "../../src/nn/npy.h"
+#include "../../src/ps/ckpt.h"
 #include "../../src/ps/client.h"
 #include "../../src/ps/proto.h"
 #include "../../src/ps/server.h"
@@ -1445,4 +1446,28 @@ PD_TEST(model_save_replaces_a_pass_of_another_model)
     free(dir);
     fixture_free(&a);
     fixture_free(&b);
+}
+
+/* The checkpoint's sync of a shard's files: every file of the directory
+ * (a subdirectory is not a file to sync), and an error naming a directory
+ * that is not there. */
+PD_TEST(ckpt_fsync_files_in_a_directory)
+{
+    char *dir = pd_xasprintf("%s/shard.tmp", pd_test_dir());
+    CHECK(mkdir(dir, 0755) == 0);
+    char *sub = pd_xasprintf("%s/sub", dir);
+    CHECK(mkdir(sub, 0755) == 0);
+    for (int i = 0; i < 3; i++) {
+        char *path = pd_xasprintf("%s/block-%d.w.npy", dir, i);
+        FILE *f = fopen(path, "w");
+        CHECK(f && fputs("data", f) >= 0 && fclose(f) == 0);
+        free(path);
+    }
+    CHECK_EQ_INT(pd_ckpt_fsync_files_in(dir), 0);
+    char *gone = pd_xasprintf("%s/not-there", pd_test_dir());
+    CHECK(pd_ckpt_fsync_files_in(gone) < 0);
+    CHECK(strstr(pd_err_msg(), "not-there") != NULL);
+    free(gone);
+    free(sub);
+    free(dir);
 }
