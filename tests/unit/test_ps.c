@@ -1040,49 +1040,59 @@ PD_TEST(client_async_step_follows_the_next_pull)
 
 static uint64_t out_bytes(const pd_client *c);
 
+/* steps batches of j's reader as the driver runs them in async mode with
+ * the prefetch on (one batch ahead): each batch's values of the rows from
+ * id 3 on (n floats) into rows[step * n] as it pulled them, their
+ * gradients into grads[step * n]. Checks that every prefetch asked for
+ * its first round at once. */
+static void prefetched_steps(async_job *j, int steps, int n, float *rows, float *grads)
+{
+    pd_net *net = &j->x.net;
+    pd_client *c = &j->c;
+    pd_param *e = pd_net_param(net, "embedding_0.w_0");
+    double cost;
+    pd_batch *b, *next;
+    CHECK_EQ_INT(pd_reader_next(j->rd, &next), 1);
+    for (int step = 0; step < steps; step++) {
+        b = next;
+        next = NULL;
+        if (step + 1 < steps) CHECK_EQ_INT(pd_reader_next(j->rd, &next), 1);
+        CHECK(pd_net_bind(net, b) == 0);
+        CHECK(pd_client_pull_rows(c, net) == 0);
+        CHECK(c->deferred == NULL); /* the step before went behind the rows */
+        memcpy(rows + (size_t)step * n, e->w + 3 * 2, (size_t)n * sizeof *rows);
+        if (next) {
+            uint64_t before = out_bytes(c);
+            CHECK(pd_client_prefetch_rows(c, net, next) == 0);
+            CHECK(c->prefetched && c->prefetch == 1); /* the first round */
+            CHECK(out_bytes(c) > before);             /* asked for now, not at the next pull */
+        }
+        CHECK(pd_net_forward(net, &cost) == 0);
+        CHECK(pd_net_backward(net) == 0);
+        memcpy(grads + (size_t)step * n, e->g + 3 * 2, (size_t)n * sizeof *grads);
+        CHECK(grads[(size_t)step * n] != 0 || grads[(size_t)step * n + 1] != 0);
+        CHECK(pd_client_defer_step(c, net) == 0);
+        CHECK(c->deferred == net);
+        pd_reader_release(j->rd, b);
+    }
+    CHECK(!c->prefetched);
+}
+
 /* Async with the next batch's rows asked for while a batch computes
- * (pd_client_prefetch_rows, as the driver does it, one batch ahead): the
- * requests leave at once, behind the step before, so that every batch
- * sees row 3 as it would have pulled it at its own turn: batch 1 before
- * step 0, batch 2 after step 0 but not step 1, batch 3 after step 1. */
+ * (pd_client_prefetch_rows): the requests leave at once, behind the step
+ * before, so that every batch sees row 3 as it would have pulled it at its
+ * own turn: batch 1 before step 0, batch 2 after step 0 but not step 1,
+ * batch 3 after step 1. */
 PD_TEST(client_async_prefetch_asks_for_the_next_rows_behind_the_step)
 {
     async_job j;
     async_job_start(&j, "prefetch", "3,1.0\n3,2.0\n3,3.0\n3,4.0\n");
-    fixture *x = &j.x;
     pd_client *c = &j.c;
-    pd_reader *rd = j.rd;
     /* the pserver is on this host: asked ahead only when told so */
     CHECK_EQ_INT(pd_client_prefetch_from(c, 0), 0);
     CHECK_EQ_INT(pd_client_prefetch_from(c, 1), 1);
-    pd_param *e = pd_net_param(&x->net, "embedding_0.w_0");
     float row[4][2], grad[4][2];
-    double cost;
-    pd_batch *b, *next;
-    CHECK_EQ_INT(pd_reader_next(rd, &next), 1);
-    for (int step = 0; step < 4; step++) {
-        b = next;
-        next = NULL;
-        if (step < 3) CHECK_EQ_INT(pd_reader_next(rd, &next), 1);
-        CHECK(pd_net_bind(&x->net, b) == 0);
-        CHECK(pd_client_pull_rows(c, &x->net) == 0);
-        CHECK(c->deferred == NULL); /* the step before went behind the rows */
-        memcpy(row[step], e->w + 3 * 2, sizeof row[step]);
-        if (next) {
-            uint64_t before = out_bytes(c);
-            CHECK(pd_client_prefetch_rows(c, &x->net, next) == 0);
-            CHECK(c->prefetched && c->prefetch == 1);
-            CHECK(out_bytes(c) > before); /* asked for now, not at the next pull */
-        }
-        CHECK(pd_net_forward(&x->net, &cost) == 0);
-        CHECK(pd_net_backward(&x->net) == 0);
-        memcpy(grad[step], e->g + 3 * 2, sizeof grad[step]);
-        CHECK(grad[step][0] != 0 || grad[step][1] != 0);
-        CHECK(pd_client_defer_step(c, &x->net) == 0);
-        CHECK(c->deferred == &x->net);
-        pd_reader_release(rd, b);
-    }
-    CHECK(!c->prefetched);
+    prefetched_steps(&j, 4, 2, row[0], grad[0]);
     for (int k = 0; k < 2; k++) {
         CHECK_NEAR(row[1][k], row[0][k], 0);
         CHECK_NEAR(row[2][k], row[0][k] - 0.1f * grad[0][k], 1e-6);
@@ -1102,35 +1112,14 @@ PD_TEST(client_async_prefetch_rounds_go_before_the_held_step)
 {
     async_job j;
     async_job_start(&j, "prefetch3", "3,1.0\n4,1.0\n5,1.0\n3,2.0\n4,2.0\n5,2.0\n3,3.0\n4,3.0\n5,3.0\n");
-    fixture *x = &j.x;
     pd_client *c = &j.c;
     CHECK_EQ_INT(pd_client_prefetch_from(c, 1), 1);
     pd_reader_close(j.rd);
     pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 3, .passes = 1};
-    CHECK(pd_reader_open(&j.rd, &x->r, &o) == 0);
+    CHECK(pd_reader_open(&j.rd, &j.x.r, &o) == 0);
     for (int i = 0; i < c->np * c->nper; i++) c->conns[i].max_frame = 2 * 4; /* one row of 2 floats */
-    pd_param *e = pd_net_param(&x->net, "embedding_0.w_0");
     float row[3][6], grad[3][6];
-    double cost;
-    pd_batch *b, *next;
-    CHECK_EQ_INT(pd_reader_next(j.rd, &next), 1);
-    for (int step = 0; step < 3; step++) {
-        b = next;
-        next = NULL;
-        if (step < 2) CHECK_EQ_INT(pd_reader_next(j.rd, &next), 1);
-        CHECK(pd_net_bind(&x->net, b) == 0);
-        CHECK(pd_client_pull_rows(c, &x->net) == 0);
-        memcpy(row[step], e->w + 3 * 2, sizeof row[step]);
-        if (next) {
-            CHECK(pd_client_prefetch_rows(c, &x->net, next) == 0);
-            CHECK(c->prefetched && c->prefetch == 1); /* the first round */
-        }
-        CHECK(pd_net_forward(&x->net, &cost) == 0);
-        CHECK(pd_net_backward(&x->net) == 0);
-        memcpy(grad[step], e->g + 3 * 2, sizeof grad[step]);
-        CHECK(pd_client_defer_step(c, &x->net) == 0);
-        pd_reader_release(j.rd, b);
-    }
+    prefetched_steps(&j, 3, 6, row[0], grad[0]);
     for (int k = 0; k < 6; k++) {
         CHECK_NEAR(row[1][k], row[0][k], 0);
         CHECK_NEAR(row[2][k], row[0][k] - 0.1f * grad[0][k], 1e-6);
