@@ -190,6 +190,7 @@ void pd_client_free(pd_client *c)
         for (int t = 0; t < c->lay->ntables; t++) free(c->seen[t]);
     free(c->seen);
     free(c->net_param);
+    free(c->layout_param);
     free(c->ids);
     free(c->host);
     free(c->heard);
@@ -408,14 +409,22 @@ static int map_params(pd_client *c, pd_net *net)
 {
     if (c->net_param) return 0;
     const pd_layout *l = c->lay;
-    c->net_param = pd_xmalloc(((size_t)l->nparams + 1) * sizeof(int));
+    int *fwd = pd_xmalloc(((size_t)l->nparams + 1) * sizeof(int));
+    int *back = pd_xmalloc(((size_t)net->nparams + 1) * sizeof(int));
+    for (int i = 0; i < net->nparams; i++) back[i] = -1;
     for (int i = 0; i < l->nparams; i++) {
         pd_param *p = pd_net_param(net, l->params[i].name);
         if (!p || p->hash != l->params[i].hash || (!p->hash && p->rows != l->params[i].rows) ||
-            p->cols != l->params[i].cols)
+            p->cols != l->params[i].cols) {
+            free(fwd);
+            free(back);
             return pd_err_set(PD_EINVAL, "parameter '%s' differs between the net and the layout", l->params[i].name);
-        c->net_param[i] = (int)(p - net->params);
+        }
+        fwd[i] = (int)(p - net->params);
+        back[fwd[i]] = i;
     }
+    c->net_param = fwd;
+    c->layout_param = back;
     c->seen = pd_xcalloc((size_t)l->ntables + 1, sizeof *c->seen);
     for (int t = 0; t < l->ntables; t++) c->seen[t] = pd_xcalloc((size_t)l->params[l->tables[t]].rows, 1);
     return 0;
@@ -1050,9 +1059,8 @@ static int grad_ready(void *ctx, pd_net *net, pd_param *p)
         }
         c->early_started = 1;
     }
-    int lp = 0;
-    while (lp < l->nparams && &net->params[c->net_param[lp]] != p) lp++;
-    if (lp == l->nparams) return 0;
+    int lp = c->layout_param[p - net->params];
+    if (lp < 0) return 0;
     const pd_lparam *q = &l->params[lp];
     if (q->table >= 0) {
         if (p->hash) return 0; /* its keys go with the step */

@@ -34,6 +34,7 @@ typedef struct pd_client {
     pd_conn *conns;         /* np * nper: dense connections, then sparse ones */
     double timeout;
     int *net_param;         /* layout param -> net param index */
+    int *layout_param;      /* net param -> layout param index, or -1 */
     uint8_t **seen;         /* per table: row marks for unique ids */
     int32_t *ids;           /* scratch */
     size_t cap_ids;
