@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,59 @@ int pd_ckpt_list(const char *dir, long *steps, int max, int complete_only)
     return k;
 }
 
+/* Old checkpoints are removed behind the job: their trees (a hundred files
+ * and more each) cost a trainer that waited for them about as much as
+ * writing a shard. pd_ckpt_commit renames each to ckpt-<step>.removed (no
+ * longer a checkpoint to list, resume or prune) and one thread at a time
+ * removes those; a life killed before it finished leaves them for the next
+ * commit's thread. */
+static struct {
+    pthread_t thread;
+    int running, swept; /* swept: leftovers of earlier lives looked for */
+} removal;
+
+static int is_removed_name(const char *name)
+{
+    char *end;
+    if (strncmp(name, "ckpt-", 5) != 0) return 0;
+    long step = strtol(name + 5, &end, 10);
+    return end != name + 5 && step >= 0 && strcmp(end, ".removed") == 0;
+}
+
+/* Remove every DIR/ckpt-<step>.removed (arg: DIR, malloc'd, freed here). */
+static void *remove_old(void *arg)
+{
+    char *dir = arg;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!is_removed_name(e->d_name)) continue;
+        char *p = pd_xasprintf("%s/%s", dir, e->d_name);
+        if (pd_ckpt_remove_tree(p) < 0) PD_WARN("%s", pd_err_msg());
+        free(p);
+    }
+    if (d) closedir(d);
+    free(dir);
+    return NULL;
+}
+
+void pd_ckpt_wait_removals(void)
+{
+    if (!removal.running) return;
+    pthread_join(removal.thread, NULL);
+    removal.running = 0;
+}
+
+/* ckpt-<step> out of the list: renamed for the removal thread, or (the
+ * name taken by a tree an earlier life left) removed here. */
+static void retire(const char *dir, long step)
+{
+    char *p = pd_ckpt_path(dir, step), *gone = pd_xasprintf("%s.removed", p);
+    if (rename(p, gone) < 0 && pd_ckpt_remove_tree(p) < 0) PD_WARN("%s", pd_err_msg());
+    free(p);
+    free(gone);
+}
+
 int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int keep)
 {
     char text[128];
@@ -145,7 +199,8 @@ int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int
     int rc = pd_ckpt_write_atomic(path, text, (size_t)len);
     free(path);
     if (rc < 0) return rc;
-    int n, kept = 0;
+    pd_ckpt_wait_removals();
+    int n, kept = 0, retired = 0;
     long *all = list_all(dir, &n);
     for (int i = 0; i < n; i++) {
         if (all[i] > step) continue; /* newer: another life's, left to its resume */
@@ -153,11 +208,16 @@ int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int
             kept++;
             continue;
         }
-        if (kept == 0) continue;
-        char *p = pd_ckpt_path(dir, all[i]);
-        if (pd_ckpt_remove_tree(p) < 0) PD_WARN("%s", pd_err_msg());
-        free(p);
+        if (kept > 0) {
+            retire(dir, all[i]);
+            retired++;
+        }
     }
     free(all);
+    if (retired == 0 && removal.swept) return 0;
+    removal.swept = 1;
+    char *arg = pd_xstrdup(dir);
+    if (pthread_create(&removal.thread, NULL, remove_old, arg) == 0) removal.running = 1;
+    else remove_old(arg);
     return 0;
 }

@@ -30,7 +30,11 @@ char *pd_ckpt_path(const char *dir, long step);
  * complete_only, only those with their complete marker. Returns how many. */
 int pd_ckpt_list(const char *dir, long *steps, int max, int complete_only);
 /* Write DIR/ckpt-<step>/complete, then keep only the newest keep complete
- * checkpoints (older ones, complete or not, are removed). */
+ * checkpoints: older ones, complete or not, are renamed out of the list at
+ * once and removed by a thread behind the caller (with any an earlier life
+ * left). */
 int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int keep);
+/* Wait until the removals pd_ckpt_commit started are done (before exit). */
+void pd_ckpt_wait_removals(void);
 
 #endif

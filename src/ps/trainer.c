@@ -208,6 +208,7 @@ int pd_trainer_run(const pd_recipe *r, const pd_trainer_opts *o)
     if ((rc = pd_open_reader(&train_rd, r, PD_PART_TRAIN, o->id, o->ntrainers, r->batch_size)) < 0) goto out;
     if (o->id == 0 && r->test && (rc = pd_open_reader(&test, r, PD_PART_TEST, 0, 1, r->batch_size)) < 0) goto out;
     rc = train(r, o, &lay, &net, &train_rd, &test);
+    pd_ckpt_wait_removals();
 out:
     pd_reader_close(train_rd);
     pd_reader_close(test);

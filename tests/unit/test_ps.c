@@ -3,6 +3,7 @@
  * block ids after authentication. It must drop each of them and go on
  * serving, and apply no update for any of them. */
 #include "test.h"
+#include "../../src/core/fs.h"
 #include "../../src/core/pd.h"
 #include "../../src/data/reader.h"
 #include "../../src/lua/recipe.h"
@@ -1458,5 +1459,70 @@ PD_TEST(ckpt_fsync_files_in_a_directory)
     CHECK(strstr(pd_err_msg(), "not-there") != NULL);
     free(gone);
     free(sub);
+    free(dir);
+}
+
+/* A checkpoint named a shard's file under dir/ckpt-<step>/pserver-0, with
+ * its complete marker when complete. */
+static void fake_checkpoint(const char *dir, const char *name, int complete)
+{
+    char *shard = pd_xasprintf("%s/%s/pserver-0", dir, name);
+    CHECK_EQ_INT(pd_mkdir_p(shard), 0);
+    char *file = pd_xasprintf("%s/block-0.w.npy", shard);
+    FILE *f = fopen(file, "w");
+    CHECK(f && fputs("data", f) >= 0 && fclose(f) == 0);
+    if (complete) {
+        char *marker = pd_xasprintf("%s/%s/complete", dir, name);
+        f = fopen(marker, "w");
+        CHECK(f && fputs("step\n", f) >= 0 && fclose(f) == 0);
+        free(marker);
+    }
+    free(file);
+    free(shard);
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char *p = pd_xasprintf("%s/%s", dir, name);
+    struct stat st;
+    int ok = lstat(p, &st) == 0;
+    free(p);
+    return ok;
+}
+
+/* The commit keeps the newest complete checkpoints and one newer than the
+ * step (another life's); the older ones leave the list at once and are
+ * removed behind it, with a tree an earlier life left half removed. */
+PD_TEST(ckpt_commit_keeps_the_newest_and_removes_the_rest_behind)
+{
+    char *dir = pd_xasprintf("%s/ck", pd_test_dir());
+    fake_checkpoint(dir, "ckpt-100", 1);
+    fake_checkpoint(dir, "ckpt-200", 0);
+    fake_checkpoint(dir, "ckpt-300", 1);
+    fake_checkpoint(dir, "ckpt-400", 0); /* being written, no marker yet */
+    fake_checkpoint(dir, "ckpt-900", 1);
+    fake_checkpoint(dir, "ckpt-50.removed", 0);
+    fake_checkpoint(dir, "ckpt-60.removedx", 0);
+    CHECK_EQ_INT(pd_ckpt_commit(dir, 400, 1, 1, 2), 0);
+    /* out of the list before the commit returns */
+    long steps[8];
+    int n = pd_ckpt_list(dir, steps, 8, 0);
+    CHECK_EQ_INT(n, 3);
+    CHECK(steps[0] == 900 && steps[1] == 400 && steps[2] == 300);
+    CHECK_EQ_INT(pd_ckpt_list(dir, steps, 8, 1), 3);
+    pd_ckpt_wait_removals();
+    CHECK(!exists(dir, "ckpt-100") && !exists(dir, "ckpt-100.removed"));
+    CHECK(!exists(dir, "ckpt-200") && !exists(dir, "ckpt-200.removed"));
+    CHECK(!exists(dir, "ckpt-50.removed"));
+    CHECK(exists(dir, "ckpt-60.removedx")); /* not a name the removal takes */
+    CHECK(exists(dir, "ckpt-300/pserver-0/block-0.w.npy") && exists(dir, "ckpt-400/complete"));
+    /* a name an earlier life left: this one's old tree is removed at once */
+    fake_checkpoint(dir, "ckpt-300.removed", 0);
+    fake_checkpoint(dir, "ckpt-500", 1);
+    CHECK_EQ_INT(pd_ckpt_commit(dir, 500, 1, 1, 2), 0);
+    CHECK(!exists(dir, "ckpt-300"));
+    pd_ckpt_wait_removals();
+    CHECK(!exists(dir, "ckpt-300.removed"));
+    CHECK_EQ_INT(pd_ckpt_list(dir, steps, 8, 0), 3);
     free(dir);
 }
