@@ -15,8 +15,9 @@
 #define NPY_MAGIC "\x93NUMPY"
 #define MAX_HEADER 65536
 
-/* descr '<f4' or '<u8'; cols < 0: a vector of rows elements. */
-static int npy_write(const char *path, const char *descr, const void *data, size_t elsize, long rows, long cols)
+/* The header of an array of descr and shape (rows, cols) (cols < 0: a
+ * vector of rows elements) into f. */
+static void npy_header(FILE *f, const char *descr, long rows, long cols)
 {
     char dict[256];
     int n = cols >= 0 ? snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%ld, %ld), }",
@@ -27,18 +28,41 @@ static int npy_write(const char *path, const char *descr, const void *data, size
     int total = 10 + n + 1;
     int pad = (64 - total % 64) % 64;
     int hlen = n + pad + 1;
-    FILE *f = fopen(path, "wb");
-    if (!f) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
     unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
                               (unsigned char)(hlen >> 8)};
     fwrite(head, 1, 10, f);
     fwrite(dict, 1, (size_t)n, f);
     for (int i = 0; i < pad; i++) fputc(' ', f);
     fputc('\n', f);
+}
+
+/* descr '<f4' or '<u8'; cols < 0: a vector of rows elements. */
+static int npy_write(const char *path, const char *descr, const void *data, size_t elsize, long rows, long cols)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
+    npy_header(f, descr, rows, cols);
     size_t count = (size_t)rows * (size_t)(cols >= 0 ? cols : 1);
     size_t wrote = count ? fwrite(data, elsize, count, f) : 0;
     int bad = ferror(f) | (fclose(f) != 0);
     if (wrote != count || bad) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int pd_npy_write_parts(const char *path, const float *const *parts, const size_t *counts, int n)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += counts[i];
+    if (total > PD_NPY_MAX_DIM) return pd_err_set(PD_ERANGE, "%s: %zu values, over the %ld of one file", path, total,
+                                                  (long)PD_NPY_MAX_DIM);
+    FILE *f = fopen(path, "wb");
+    if (!f) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
+    npy_header(f, "<f4", (long)total, -1);
+    int short_write = 0;
+    for (int i = 0; i < n && !short_write; i++)
+        short_write = counts[i] && fwrite(parts[i], sizeof(float), counts[i], f) != counts[i];
+    int bad = ferror(f) | (fclose(f) != 0);
+    if (short_write || bad) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -64,7 +88,7 @@ static int parse_shape(const char *h, long *dims, int *ndims)
         if (*p == ')') break;
         char *end;
         long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > (1L << 31) || *ndims >= 4) return -1;
+        if (end == p || v < 0 || v > PD_NPY_MAX_DIM || *ndims >= 4) return -1;
         dims[(*ndims)++] = v;
         p = end;
     }
@@ -154,6 +178,23 @@ int pd_npy_read(const char *path, float *data, int rows, int cols)
         goto out;
     }
 out:
+    fclose(f);
+    return rc;
+}
+
+int pd_npy_read_part(const char *path, size_t offset, float *data, size_t count)
+{
+    long dims[4] = {0, 0, 0, 0};
+    int nd = 0, rc = 0;
+    FILE *f = npy_open(path, "<f4", dims, &nd, &rc);
+    if (!f) return rc;
+    if (nd != 1 || offset > (size_t)dims[0] || count > (size_t)dims[0] - offset)
+        rc = pd_err_set(PD_EDATA, "%s: %zu values from %zu are not in it (shape (%ld%s))", path, count, offset, dims[0],
+                        nd == 1 ? ",": ", ...");
+    else if (offset && fseeko(f, (off_t)(offset * sizeof(float)), SEEK_CUR) != 0)
+        rc = pd_err_set(PD_EIO, "%s: %s", path, strerror(errno));
+    else if (count && fread(data, sizeof(float), count, f) != count)
+        rc = pd_err_set(PD_EDATA, "%s: truncated data", path);
     fclose(f);
     return rc;
 }

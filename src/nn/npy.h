@@ -22,6 +22,12 @@ typedef struct pd_model_info {
 int pd_npy_write(const char *path, const float *data, int rows, int cols);
 /* Write a uint64 vector of n elements to path ('<u8'). */
 int pd_npy_write_u64(const char *path, const uint64_t *data, long n);
+/* The largest dimension a .npy file read or written here may have. */
+#define PD_NPY_MAX_DIM (1L << 31)
+/* Write n float32 arrays back to back as one vector (shape (total,)). */
+int pd_npy_write_parts(const char *path, const float *const *parts, const size_t *counts, int n);
+/* Read count values from offset (in values) of a float32 vector's file. */
+int pd_npy_read_part(const char *path, size_t offset, float *data, size_t count);
 /* Read path into data, which must be [rows, cols] floats; the file's shape
  * must be (rows, cols), or (rows*cols,) for vectors. */
 int pd_npy_read(const char *path, float *data, int rows, int cols);

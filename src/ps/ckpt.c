@@ -55,19 +55,28 @@ static int fsync_parent(const char *path)
     return rc;
 }
 
-int pd_ckpt_write_atomic(const char *path, const void *data, size_t len)
+/* Write len bytes to path (created or truncated), fsynced when sync. */
+static int write_whole(const char *path, const void *data, size_t len, int sync)
 {
-    char *tmp = pd_xasprintf("%s.tmp", path);
-    int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    int rc = 0, fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) rc = pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
     for (size_t off = 0; rc == 0 && off < len;) {
         ssize_t n = write(fd, (const char *)data + off, len - off);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
+        if (n <= 0) rc = pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
         else off += (size_t)n;
     }
-    if (rc == 0 && fsync(fd) < 0) rc = pd_err_set(PD_EIO, "fsync %s: %s", tmp, strerror(errno));
-    if (fd >= 0 && close(fd) < 0 && rc == 0) rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    if (rc == 0 && sync && fsync(fd) < 0) rc = pd_err_set(PD_EIO, "fsync %s: %s", path, strerror(errno));
+    if (fd >= 0 && close(fd) < 0 && rc == 0) rc = pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
+    return rc;
+}
+
+int pd_ckpt_write_file(const char *path, const void *data, size_t len) { return write_whole(path, data, len, 0); }
+
+int pd_ckpt_write_atomic(const char *path, const void *data, size_t len)
+{
+    char *tmp = pd_xasprintf("%s.tmp", path);
+    int rc = write_whole(tmp, data, len, 1);
     if (rc == 0 && rename(tmp, path) < 0) rc = pd_err_set(PD_EIO, "rename %s: %s", tmp, strerror(errno));
     if (rc == 0) rc = fsync_parent(path);
     if (rc < 0) unlink(tmp);

@@ -19,6 +19,9 @@ int pd_ckpt_fsync_file(const char *path);
  * first and synced together, files cost about one journal commit, not one
  * each. */
 int pd_ckpt_fsync_files_in(const char *dir);
+/* Write len bytes to path (no sync: for a directory synced and renamed
+ * into place after). 0 or PD_EIO. */
+int pd_ckpt_write_file(const char *path, const void *data, size_t len);
 /* Write len bytes to path atomically: path.tmp, fsync, rename, fsync of the
  * directory. 0 or PD_EIO. */
 int pd_ckpt_write_atomic(const char *path, const void *data, size_t len);

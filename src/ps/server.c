@@ -548,47 +548,138 @@ static int shard_hash(pd_hshard *hs, const char *dir, int index, FILE *f, const 
     return rc;
 }
 
-/* Write (f != NULL: each array to DIR/NAME.npy, and a line "file
- * NAME SUM" plus each block's and table's step counter to f) or read (f ==
- * NULL: each array from DIR, checked against the sums in text) every array
- * of the shard: each dense block's and each table's values and optimizer
- * state. */
-static int shard_arrays(server *s, const char *dir, FILE *f, const char *text)
+/* One array of a shard: a dense block's or a table's values or optimizer
+ * state, and its name in shard.txt ("block-3.w", "table-0.s1"). */
+typedef struct {
+    float *data;
+    size_t count;
+    int rows, cols;
+    char name[48];
+} shard_array;
+
+/* Every array of the shard that holds values, in order (*n of them). */
+static shard_array *shard_list(server *s, int *n)
 {
     static const char *what[3] = {"w", "s1", "s2"};
-    int rc = 0;
-    for (int i = 0; i < s->nblocks + s->lay.ntables && rc == 0; i++) {
+    shard_array *a = pd_xcalloc((size_t)(s->nblocks + s->lay.ntables) * 3 + 1, sizeof *a);
+    *n = 0;
+    for (int i = 0; i < s->nblocks + s->lay.ntables; i++) {
         int is_block = i < s->nblocks;
         sblock *b = is_block ? &s->blocks[i] : NULL;
         stable *tb = is_block ? NULL : &s->tables[i - s->nblocks];
         float *arrs[3] = {is_block ? b->w : tb->w, is_block ? b->s1 : tb->s1, is_block ? b->s2 : tb->s2};
         int rows = is_block ? 1 : tb->rows, cols = is_block ? b->len : tb->dim;
-        int index = is_block ? b->k : i - s->nblocks;
-        long *t = is_block ? &b->t : &tb->t;
+        for (int k = 0; k < 3 && rows > 0 && cols > 0; k++) {
+            if (!arrs[k]) continue;
+            a[*n].data = arrs[k];
+            a[*n].rows = rows;
+            a[*n].cols = cols;
+            a[*n].count = (size_t)rows * (size_t)cols;
+            snprintf(a[*n].name, sizeof a[*n].name, "%s-%d.%s", is_block ? "block" : "table",
+                     is_block ? b->k : i - s->nblocks, what[k]);
+            (*n)++;
+        }
+    }
+    return a;
+}
+
+/* A shard's arrays go back to back into as few files as they fit
+ * (DIR/arrays-P.npy, one float32 vector each, at most PACK_VALUES values
+ * unless one array is larger): a file, its sync and its name cost more
+ * than its bytes here. Each array's line in f: "array NAME FILE OFFSET SUM". */
+#define PACK_VALUES (1L << 30)
+
+static int write_pack(const char *dir, int pack, const shard_array *a, int n, FILE *f)
+{
+    const float **parts = pd_xcalloc((size_t)n + 1, sizeof *parts);
+    size_t *counts = pd_xcalloc((size_t)n + 1, sizeof *counts), offset = 0;
+    char name[32];
+    snprintf(name, sizeof name, "arrays-%d.npy", pack);
+    for (int i = 0; i < n; i++) {
+        parts[i] = a[i].data;
+        counts[i] = a[i].count;
+        fprintf(f, "array %s %s %zu %u\n", a[i].name, name, offset, pd_checksum(a[i].data, a[i].count * sizeof(float)));
+        offset += a[i].count;
+    }
+    char *path = pd_xasprintf("%s/%s", dir, name);
+    int rc = pd_npy_write_parts(path, parts, counts, n);
+    free(path);
+    free(parts);
+    free(counts);
+    return rc;
+}
+
+static int write_arrays(const char *dir, FILE *f, const shard_array *a, int n)
+{
+    int rc = 0, pack = 0, first = 0;
+    size_t used = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (used > 0 && used + a[i].count > (size_t)PACK_VALUES) {
+            rc = write_pack(dir, pack++, a + first, i - first, f);
+            first = i;
+            used = 0;
+        }
+        used += a[i].count;
+    }
+    if (rc == 0 && n > first) rc = write_pack(dir, pack, a + first, n - first, f);
+    return rc;
+}
+
+/* An array from its line in text: from its pack, or (a checkpoint of an
+ * earlier version, "file NAME.npy SUM") from a file of its own; its
+ * checksum checked. */
+static int read_array(const char *dir, const char *text, const shard_array *a)
+{
+    char want[96], file[64] = "";
+    size_t offset = 0;
+    unsigned sum = 0;
+    int rc;
+    snprintf(want, sizeof want, "\narray %s ", a->name);
+    const char *line = strstr(text, want);
+    if (line) {
+        if (sscanf(line + strlen(want), "%63s %zu %u", file, &offset, &sum) != 3 ||
+            strspn(file, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(file) || file[0] == '.')
+            return pd_err_set(PD_EDATA, "%s/shard.txt: malformed line for %s", dir, a->name);
+        char *path = pd_xasprintf("%s/%s", dir, file);
+        rc = pd_npy_read_part(path, offset, a->data, a->count);
+        free(path);
+    } else {
+        snprintf(file, sizeof file, "%s.npy", a->name);
+        snprintf(want, sizeof want, "\nfile %s ", file);
+        if (!(line = strstr(text, want)))
+            return pd_err_set(PD_EDATA, "%s/%s: not in the shard's list (an incomplete checkpoint)", dir, file);
+        sum = (unsigned)strtoul(line + strlen(want), NULL, 10);
+        char *path = pd_xasprintf("%s/%s", dir, file);
+        rc = pd_npy_read(path, a->data, a->rows, a->cols);
+        free(path);
+    }
+    if (rc == 0 && sum != pd_checksum(a->data, a->count * sizeof(float)))
+        rc = pd_err_set(PD_EDATA, "%s/%s: checksum mismatch for %s (a corrupt or incomplete checkpoint)", dir, file,
+                        a->name);
+    return rc;
+}
+
+/* Write (f != NULL: the arrays into DIR's packs and their lines, each
+ * block's and table's step counter and each growing table's dump to f) or
+ * read (f == NULL: all of it from DIR, checked against the sums in text)
+ * the shard. */
+static int shard_arrays(server *s, const char *dir, FILE *f, const char *text)
+{
+    int n, rc = 0;
+    shard_array *a = shard_list(s, &n);
+    if (f) rc = write_arrays(dir, f, a, n);
+    for (int i = 0; i < n && rc == 0 && !f; i++) rc = read_array(dir, text, &a[i]);
+    free(a);
+    for (int i = 0; i < s->nblocks + s->lay.ntables && rc == 0; i++) {
+        int is_block = i < s->nblocks;
+        stable *tb = is_block ? NULL : &s->tables[i - s->nblocks];
+        int index = is_block ? s->blocks[i].k : i - s->nblocks;
+        long *t = is_block ? &s->blocks[i].t : &tb->t;
         char key[64];
         snprintf(key, sizeof key, "\n%s %d t ", is_block ? "block" : "table", index);
         if (f) fprintf(f, "%s%ld\n", key + 1, *t);
-        else if (text && strstr(text, key)) *t = strtol(strstr(text, key) + strlen(key), NULL, 10);
-        for (int a = 0; a < 3 && rc == 0 && rows > 0; a++) {
-            if (!arrs[a]) continue;
-            char name[64];
-            snprintf(name, sizeof name, "%s-%d.%s.npy", is_block ? "block" : "table", index, what[a]);
-            char *path = pd_xasprintf("%s/%s", dir, name);
-            size_t bytes = (size_t)rows * cols * sizeof(float);
-            if (f) {
-                rc = pd_npy_write(path, arrs[a], rows, cols);
-                fprintf(f, "file %s %u\n", name, pd_checksum(arrs[a], bytes));
-            } else {
-                rc = pd_npy_read(path, arrs[a], rows, cols);
-                char want[96];
-                snprintf(want, sizeof want, "\nfile %s ", name);
-                const char *line = text ? strstr(text, want) : NULL;
-                if (rc == 0 && text && (!line || strtoul(line + strlen(want), NULL, 10) != pd_checksum(arrs[a], bytes)))
-                    rc = pd_err_set(PD_EDATA, "%s: checksum mismatch (a corrupt or incomplete checkpoint)", path);
-            }
-            free(path);
-        }
-        if (tb && tb->hs && rc == 0) rc = shard_hash(tb->hs, dir, index, f, text);
+        else if (strstr(text, key)) *t = strtol(strstr(text, key) + strlen(key), NULL, 10);
+        if (tb && tb->hs) rc = shard_hash(tb->hs, dir, index, f, text);
     }
     return rc;
 }
@@ -606,8 +697,9 @@ static void shard_header(server *s, FILE *f, long step)
 }
 
 /* Write the shard for step into CHECKPOINT_DIR/ckpt-<step>/pserver-N:
- * everything into pserver-N.tmp, then fsynced (all files at once), then
- * shard.txt (with the checksums) last, then renamed into place. */
+ * everything (the arrays' packs, the growing tables' dumps, shard.txt with
+ * their checksums) into pserver-N.tmp, fsynced all at once, then renamed
+ * into place. */
 static int save_shard(server *s, long step)
 {
     char *ck = pd_ckpt_path(s->r->checkpoint_dir, step);
@@ -626,15 +718,16 @@ static int save_shard(server *s, long step)
         rc = shard_arrays(s, tmp, f, NULL);
         fclose(f);
     }
-    /* the arrays and tables on disk before the list that names them */
-    if (rc == 0) rc = pd_ckpt_fsync_files_in(tmp);
     if (rc == 0) {
         size_t n = strlen(text);
         text = pd_xrealloc(text, n + 32);
         snprintf(text + n, 32, "sum %u\n", pd_checksum(text, n));
         path = pd_xasprintf("%s/shard.txt", tmp);
-        rc = pd_ckpt_write_atomic(path, text, strlen(text));
+        rc = pd_ckpt_write_file(path, text, strlen(text));
     }
+    /* every file on disk before the directory that holds them takes its
+     * name: until then the shard is not there */
+    if (rc == 0) rc = pd_ckpt_fsync_files_in(tmp);
     if (rc == 0) rc = pd_ckpt_remove_tree(dst);
     if (rc == 0 && rename(tmp, dst) < 0) rc = pd_err_set(PD_EIO, "rename %s: %s", tmp, strerror(errno));
     if (rc == 0) rc = pd_ckpt_fsync_file(ck);

@@ -12,7 +12,8 @@ one="--pservers=1 --trainers=1"
 run_capture "$PADDLE" run fit_a_line.lua $one --passes=20 --checkpoint_dir=ckpt --checkpoint_period=20 --save_dir=out1 --log_period=1000
 last=$(ls -d ckpt/ckpt-* 2>/dev/null | sed 's/.*ckpt-//' | sort -n | tail -n 1)
 if [ $rc -eq 0 ] && [ "$(ls -d ckpt/ckpt-* | wc -l)" -eq 2 ] && [ -f ckpt/ckpt-$last/complete ] &&
-    [ -s ckpt/ckpt-$last/pserver-0/shard.txt ] && [ -s ckpt/ckpt-$last/pserver-0/block-0.w.npy ]; then
+    [ -s ckpt/ckpt-$last/pserver-0/shard.txt ] && [ "$(ls ckpt/ckpt-$last/pserver-0)" = "arrays-0.npy
+shard.txt" ] && grep -q '^array block-0.w arrays-0.npy 0 ' ckpt/ckpt-$last/pserver-0/shard.txt; then
     pass shards_saved
 else
     fail shards_saved "rc $rc: $(tail -n 3 <<<"$out")"
@@ -43,3 +44,30 @@ run_capture "$PADDLE" pserver fit_a_line.lua $one --mode=async --pserver_id=0 --
     --init_shard=ckpt/ckpt-$last/pserver-0
 if [ $rc -ne 0 ] && grep -q 'saved for a different model or optimizer' <<<"$out"; then pass shard_of_other_model_refused
 else fail shard_of_other_model_refused "rc $rc: $out"; fi
+
+# a shard of an earlier version (one .npy file per array, "file NAME SUM"
+# lines; tests/integration/data/ckpt-v1, saved after 20 passes) still loads
+cp -r "$ROOT/tests/integration/data/ckpt-v1" v1
+"$PADDLE" pserver fit_a_line.lua $one --pserver_id=0 --port=$port --bind=127.0.0.1 \
+    --init_shard=v1/pserver-0 >ps1.log 2>&1 &
+ps=$!
+run_capture "$PADDLE" trainer fit_a_line.lua $one --pservers=127.0.0.1:$port --trainer_id=0 --passes=1 \
+    --max_batches=1 --save_dir=resumed1 --server_timeout=20
+wait $ps
+if [ $rc -eq 0 ] && $PY - <<'P'
+import numpy as np, sys
+saved = np.load("v1/saved.fc_0.w_0.npy")
+resumed = np.load("resumed1/pass-00000/fc_0.w_0.npy")
+fresh = np.load("fresh/pass-00000/fc_0.w_0.npy")
+near, far = np.abs(resumed - saved).max(), np.abs(saved - fresh).max()
+print("resumed - saved %.3g, saved - fresh %.3g" % (near, far))
+sys.exit(0 if near < 0.1 * far else 1)
+P
+then pass earlier_versions_shard_loads; else fail earlier_versions_shard_loads "rc $rc: $(tail -n 3 <<<"$out") $(tail -n 2 ps1.log)"; fi
+
+# a corrupt array file of an earlier version: refused, named
+printf '\x7f\x7f\x7f\x7f' | dd of=v1/pserver-0/block-0.w.npy bs=1 seek=130 conv=notrunc 2>/dev/null
+run_capture "$PADDLE" pserver fit_a_line.lua $one --pserver_id=0 --port=$port --bind=127.0.0.1 \
+    --init_shard=v1/pserver-0
+if [ $rc -ne 0 ] && grep -q 'block-0.w.npy: checksum mismatch' <<<"$out"; then pass corrupt_earlier_versions_array_refused
+else fail corrupt_earlier_versions_array_refused "rc $rc: $out"; fi

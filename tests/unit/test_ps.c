@@ -1526,3 +1526,31 @@ PD_TEST(ckpt_commit_keeps_the_newest_and_removes_the_rest_behind)
     CHECK_EQ_INT(pd_ckpt_list(dir, steps, 8, 0), 3);
     free(dir);
 }
+
+/* A shard's pack: arrays back to back in one float32 vector that NumPy
+ * reads, each read back from its offset; a range past the end, or a file
+ * that is not a vector, is refused with the file named. */
+PD_TEST(npy_parts_written_back_to_back_and_read_from_their_offsets)
+{
+    float a[3] = {1, 2, 3}, b[1] = {4}, c[5] = {5, 6, 7, 8, 9}, out[5];
+    const float *parts[4] = {a, b, NULL, c};
+    size_t counts[4] = {3, 1, 0, 5};
+    char *path = pd_xasprintf("%s/arrays-0.npy", pd_test_dir());
+    CHECK_EQ_INT(pd_npy_write_parts(path, parts, counts, 4), 0);
+    float all[9];
+    CHECK_EQ_INT(pd_npy_read(path, all, 1, 9), 0);
+    for (int i = 0; i < 9; i++) CHECK(all[i] == (float)(i + 1));
+    CHECK_EQ_INT(pd_npy_read_part(path, 4, out, 5), 0);
+    CHECK(out[0] == 5 && out[4] == 9);
+    CHECK_EQ_INT(pd_npy_read_part(path, 3, out, 1), 0);
+    CHECK(out[0] == 4);
+    CHECK(pd_npy_read_part(path, 5, out, 5) < 0);
+    CHECK_CONTAINS(pd_err_msg(), "arrays-0.npy: 5 values from 5 are not in it");
+    CHECK(pd_npy_read_part(path, (size_t)-1, out, 2) < 0);
+    char *matrix = pd_xasprintf("%s/m.npy", pd_test_dir());
+    CHECK_EQ_INT(pd_npy_write(matrix, c, 1, 5), 0);
+    CHECK(pd_npy_read_part(matrix, 0, out, 1) < 0);
+    CHECK_CONTAINS(pd_err_msg(), "m.npy");
+    free(matrix);
+    free(path);
+}
