@@ -94,6 +94,14 @@ per_thread=$(awk -v r="$ctr_train" -v t="$threads" 'BEGIN { printf "%.0f", r / t
 printf '  paddle train %s (%s per thread), pytorch (SparseAdam + Adam) %s: ratio %s (target >= 3)\n' \
     "$ctr_train" "$per_thread" "${ctr_torch:-0}" "$(ratio "$ctr_train" "${ctr_torch:-0}")"
 printf '  paddle run 1 pserver + 1 trainer %s: ratio to paddle train %s\n' "$ctr_run" "$(ratio "$ctr_run" "$ctr_train")"
+# its roofline: the products of its fc layers alone (247-400-400-400-1, the
+# first layer's input gradient too: the embeddings learn), and so the
+# highest ratio to PyTorch that a step made of nothing but them would reach
+ctr_roof_line=$("$root/build/musl/sgemm_bench" ctr 512 247 400 400 400 1)
+ctr_roof=$(echo "$ctr_roof_line" | awk '{print $2}')
+printf '  sgemm at its own shapes %s samples/s: paddle train at %s of it; that roofline against pytorch %s\n' \
+    "$ctr_roof" "$(ratio "$ctr_train" "$ctr_roof")" "$(ratio "$ctr_roof" "${ctr_torch:-0}")"
+echo "  ($ctr_roof_line)"
 echo "  (for context: PaddlePaddle published ~94.6 K samples/s per node for CtrDnn on Criteo, async, 16 threads"
 echo "   of a 2.0 GHz Xeon Gold 5117: ~5.9 K per thread)"
 # test AUC: paddle run (2 x 2), paddle train, PyTorch and a logistic regression

@@ -14,6 +14,10 @@
  *         across its own threads, OpenBLAS single-threaded in each); the
  *         faster is the roofline. Prints
  *         "mlp-roofline SAMPLES/s GFLOP/s (openblas-threads S1, split S2)"
+ *     build/musl/sgemm_bench ctr BATCH IN H1 ... OUT
+ *         the same for a net whose first layer's input is embeddings
+ *         (CTR-DNN): that layer's input gradient is computed too; prints
+ *         "ctr-roofline ..."
  */
 #include "../src/backend/backend.h"
 #include "../src/core/pd.h"
@@ -62,9 +66,10 @@ static void openblas_gemm(int ta, int tb, int m, int n, int k, float alpha, cons
                 b, ldb, beta, c, ldc);
 }
 
-/* One step's products of an MLP with nl+1 layer widths w[0..nl]. */
-static double mlp_step(gemm_fn gemm, int batch, const int *w, int nl, float **x, float **dy, float **wt, float **dw,
-                       float **dx)
+/* One step's products of an MLP with nl+1 layer widths w[0..nl] (with
+ * first_dx, the first layer's input gradient too). */
+static double mlp_step(gemm_fn gemm, int batch, const int *w, int nl, int first_dx, float **x, float **dy, float **wt,
+                       float **dw, float **dx)
 {
     double flops = 0;
     for (int l = 0; l < nl; l++) { /* forward */
@@ -74,7 +79,7 @@ static double mlp_step(gemm_fn gemm, int batch, const int *w, int nl, float **x,
     for (int l = nl - 1; l >= 0; l--) { /* backward */
         gemm(1, 0, w[l], w[l + 1], batch, 1, x[l], w[l], dy[l], w[l + 1], 1, dw[l], w[l + 1]);
         flops += 2.0 * batch * w[l] * w[l + 1];
-        if (l == 0) continue;
+        if (l == 0 && !first_dx) continue;
         gemm(0, 1, batch, w[l], w[l + 1], 1, dy[l], w[l + 1], wt[l], w[l + 1], 1, dx[l], w[l]);
         flops += 2.0 * batch * w[l] * w[l + 1];
     }
@@ -83,9 +88,9 @@ static double mlp_step(gemm_fn gemm, int batch, const int *w, int nl, float **x,
 
 static int mlp(int argc, char **argv)
 {
-    int batch = atoi(argv[2]), nl = argc - 4;
+    int batch = atoi(argv[2]), nl = argc - 4, first_dx = !strcmp(argv[1], "ctr");
     if (batch <= 0 || nl < 1 || nl > 16) {
-        fprintf(stderr, "usage: sgemm_bench mlp BATCH IN H1 ... OUT\n");
+        fprintf(stderr, "usage: sgemm_bench mlp|ctr BATCH IN H1 ... OUT\n");
         return 2;
     }
     int w[17];
@@ -108,17 +113,17 @@ static int mlp(int argc, char **argv)
     gemm_fn ways[2] = {openblas_gemm, pd_backend_cpu.gemm};
     double best[2] = {1e30, 1e30}, flops = 0;
     for (int way = 0; way < 2; way++) {
-        for (int i = 0; i < 5; i++) mlp_step(ways[way], batch, w, nl, x, dy, wt, dw, dx);
+        for (int i = 0; i < 5; i++) mlp_step(ways[way], batch, w, nl, first_dx, x, dy, wt, dw, dx);
         for (int rep = 0; rep < 5; rep++) {
             double t0 = pd_now();
-            for (int i = 0; i < 20; i++) flops = mlp_step(ways[way], batch, w, nl, x, dy, wt, dw, dx);
+            for (int i = 0; i < 20; i++) flops = mlp_step(ways[way], batch, w, nl, first_dx, x, dy, wt, dw, dx);
             double t = (pd_now() - t0) / 20;
             if (t < best[way]) best[way] = t;
         }
     }
     double t = PD_MIN(best[0], best[1]);
-    printf("mlp-roofline %.0f samples/s %.1f GFLOP/s (openblas-threads %.0f, split %.0f samples/s)\n", batch / t,
-           flops / t / 1e9, batch / best[0], batch / best[1]);
+    printf("%s-roofline %.0f samples/s %.1f GFLOP/s (openblas-threads %.0f, split %.0f samples/s)\n", argv[1],
+           batch / t, flops / t / 1e9, batch / best[0], batch / best[1]);
     for (int l = 0; l < nl; l++) {
         free(x[l]);
         free(dy[l]);
@@ -131,6 +136,6 @@ static int mlp(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "mlp")) return mlp(argc, argv);
+    if (argc > 1 && (!strcmp(argv[1], "mlp") || !strcmp(argv[1], "ctr"))) return mlp(argc, argv);
     return square(argc > 1 ? atoi(argv[1]) : 1024);
 }
