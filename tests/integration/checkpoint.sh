@@ -22,22 +22,28 @@ run_capture "$PADDLE" run fit_a_line.lua $one --passes=1 --max_batches=1 --save_
 
 port=$(free_port_pair)
 export PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-"$PADDLE" pserver fit_a_line.lua $one --pserver_id=0 --port=$port --bind=127.0.0.1 \
-    --init_shard=ckpt/ckpt-$last/pserver-0 >ps.log 2>&1 &
-ps=$!
-run_capture "$PADDLE" trainer fit_a_line.lua $one --pservers=127.0.0.1:$port --trainer_id=0 --passes=1 \
-    --max_batches=1 --save_dir=resumed --server_timeout=20
-wait $ps
-if [ $rc -eq 0 ] && $PY - <<'P'
+# resumed NAME SHARD SAVED: a pserver starts from SHARD and a trainer trains
+# one batch from it; its fc weights must be near SAVED (the model the shard
+# was saved with), far from a fresh start
+resumed() {
+    local name=$1 shard=$2 saved=$3 ps
+    "$PADDLE" pserver fit_a_line.lua $one --pserver_id=0 --port=$port --bind=127.0.0.1 \
+        --init_shard="$shard" --idle_timeout=30 >$name.ps.log 2>&1 &
+    ps=$!
+    run_capture "$PADDLE" trainer fit_a_line.lua $one --pservers=127.0.0.1:$port --trainer_id=0 --passes=1 \
+        --max_batches=1 --save_dir=$name --server_timeout=20
+    wait $ps
+    if [ $rc -eq 0 ] && $PY - "$saved" "$name/pass-00000/fc_0.w_0.npy" <<'P'
 import numpy as np, sys
-saved = np.load("out1/pass-00019/fc_0.w_0.npy")
-resumed = np.load("resumed/pass-00000/fc_0.w_0.npy")
+saved, resumed = np.load(sys.argv[1]), np.load(sys.argv[2])
 fresh = np.load("fresh/pass-00000/fc_0.w_0.npy")
 near, far = np.abs(resumed - saved).max(), np.abs(saved - fresh).max()
 print("resumed - saved %.3g, saved - fresh %.3g" % (near, far))
 sys.exit(0 if near < 0.1 * far else 1)
 P
-then pass resumed_from_shard; else fail resumed_from_shard "rc $rc: $(tail -n 3 <<<"$out") $(tail -n 2 ps.log)"; fi
+    then pass $name; else fail $name "rc $rc: $(tail -n 3 <<<"$out") $(tail -n 2 $name.ps.log)"; fi
+}
+resumed resumed_from_shard ckpt/ckpt-$last/pserver-0 out1/pass-00019/fc_0.w_0.npy
 
 # a shard saved for another model or optimizer is refused
 run_capture "$PADDLE" pserver fit_a_line.lua $one --mode=async --pserver_id=0 --port=$port --bind=127.0.0.1 \
@@ -48,22 +54,7 @@ else fail shard_of_other_model_refused "rc $rc: $out"; fi
 # a shard of an earlier version (one .npy file per array, "file NAME SUM"
 # lines; tests/integration/data/ckpt-v1, saved after 20 passes) still loads
 cp -r "$ROOT/tests/integration/data/ckpt-v1" v1
-"$PADDLE" pserver fit_a_line.lua $one --pserver_id=0 --port=$port --bind=127.0.0.1 \
-    --init_shard=v1/pserver-0 >ps1.log 2>&1 &
-ps=$!
-run_capture "$PADDLE" trainer fit_a_line.lua $one --pservers=127.0.0.1:$port --trainer_id=0 --passes=1 \
-    --max_batches=1 --save_dir=resumed1 --server_timeout=20
-wait $ps
-if [ $rc -eq 0 ] && $PY - <<'P'
-import numpy as np, sys
-saved = np.load("v1/saved.fc_0.w_0.npy")
-resumed = np.load("resumed1/pass-00000/fc_0.w_0.npy")
-fresh = np.load("fresh/pass-00000/fc_0.w_0.npy")
-near, far = np.abs(resumed - saved).max(), np.abs(saved - fresh).max()
-print("resumed - saved %.3g, saved - fresh %.3g" % (near, far))
-sys.exit(0 if near < 0.1 * far else 1)
-P
-then pass earlier_versions_shard_loads; else fail earlier_versions_shard_loads "rc $rc: $(tail -n 3 <<<"$out") $(tail -n 2 ps1.log)"; fi
+resumed earlier_versions_shard_loads v1/pserver-0 v1/saved.fc_0.w_0.npy
 
 # a corrupt array file of an earlier version: refused, named
 printf '\x7f\x7f\x7f\x7f' | dd of=v1/pserver-0/block-0.w.npy bs=1 seek=130 conv=notrunc 2>/dev/null
