@@ -83,6 +83,8 @@ uint32_t pd_frame_sum_portable(const void *data, size_t n);
 const char *pd_frame_sum_kind(void);
 /* The checksum of checkpoint files (protocol version 1's frame checksum). */
 uint32_t pd_checksum(const void *data, size_t n);
+/* Are all n floats finite (no Inf, no NaN)? 1 or 0. */
+int pd_all_finite(const float *v, size_t n);
 const char *pd_msg_name(int type);
 
 void pd_conn_init(pd_conn *c, int fd, size_t max_frame);

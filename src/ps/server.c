@@ -944,14 +944,6 @@ static uint32_t rd32(const uint8_t *p)
     return v;
 }
 
-/* Are all n floats finite? */
-static int all_finite(const float *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(v[i])) return 0;
-    return 1;
-}
-
 /* Check a rows payload: nrows ids (owned, < rows) then optionally nrows x
  * dim floats; a frame with values names each row once. */
 static int check_rows(server *s, pd_frame *f, int with_values, stable **out_tb)
@@ -1164,7 +1156,7 @@ static int on_push_rows(server *s, waiter me, int T, pd_frame *f)
     if ((rc = check_rows(s, f, 1, &tb)) < 0) return rc;
     if (tb->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed table %u twice in one step", T, f->a);
     const float *vals = (const float *)(f->payload + 4 * (size_t)f->b);
-    if (!all_finite(vals, (size_t)f->b * tb->dim))
+    if (!pd_all_finite(vals, (size_t)f->b * tb->dim))
         return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for table '%s': refused", T,
                           s->lay.params[tb->param].name);
     s->rows_pushed += f->b;
@@ -1199,7 +1191,7 @@ static int on_push_block(server *s, waiter me, int T, pd_frame *f)
     if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_BLOCK before the parameters were initialised");
     if ((rc = check_block(s, f, &b)) < 0) return rc;
     if (b->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed block %d twice in one step", T, b->k);
-    if (!all_finite((const float *)f->payload, (size_t)b->len))
+    if (!pd_all_finite((const float *)f->payload, (size_t)b->len))
         return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for block %d: refused", T, b->k);
     b->pushed[T] = 1;
     b->wait[T] = me;

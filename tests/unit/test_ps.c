@@ -17,6 +17,8 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <float.h>
+#include <math.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -1553,4 +1555,30 @@ PD_TEST(npy_parts_written_back_to_back_and_read_from_their_offsets)
     CHECK_CONTAINS(pd_err_msg(), "m.npy");
     free(matrix);
     free(path);
+}
+
+/* The pserver's check of pushed gradients: an Inf or NaN anywhere (inside
+ * a run of 256 values, at its edges, in the tail after the last run) is
+ * found; the largest finite values, subnormals and -0 are finite. */
+PD_TEST(all_finite_finds_every_inf_and_nan)
+{
+    enum { N = 1000 };
+    static float v[N];
+    for (int i = 0; i < N; i++) v[i] = (float)(i - 500) * 1e-3f;
+    v[1] = FLT_MAX;
+    v[2] = -FLT_MAX;
+    v[3] = FLT_MIN / 4;
+    v[4] = -0.f;
+    CHECK_EQ_INT(pd_all_finite(v, N), 1);
+    CHECK_EQ_INT(pd_all_finite(v, 0), 1);
+    const int at[] = {0, 255, 256, 511, 700, 767, 768, 999};
+    const float bad[] = {INFINITY, -INFINITY, NAN, -NAN};
+    for (size_t a = 0; a < sizeof at / sizeof at[0]; a++)
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+            float keep = v[at[a]];
+            v[at[a]] = bad[b];
+            CHECK_EQ_INT(pd_all_finite(v, N), 0);
+            CHECK_EQ_INT(pd_all_finite(v, (size_t)at[a]), 1); /* just before it */
+            v[at[a]] = keep;
+        }
 }
