@@ -5,7 +5,6 @@
 #include "../core/pd.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,12 +71,8 @@ int pd_hshard_push(pd_hshard *h, const pd_frame *f)
     int rc = check_keys(h, f, 4ull * (uint64_t)h->dim);
     if (rc < 0) return rc;
     const uint8_t *vals = f->payload + 8 * (size_t)f->b;
-    for (size_t i = 0; i < (size_t)f->b * h->dim; i++) {
-        float x;
-        memcpy(&x, vals + 4 * i, 4);
-        if (!isfinite(x))
-            return pd_err_set(PD_EDATA, "a gradient with NaN or Inf for table '%s': refused", h->tab.name);
-    }
+    if (!pd_all_finite((const float *)vals, (size_t)f->b * h->dim))
+        return pd_err_set(PD_EDATA, "a gradient with NaN or Inf for table '%s': refused", h->tab.name);
     for (uint32_t i = 0; i < f->b; i++) {
         uint64_t key;
         memcpy(&key, f->payload + 8 * (size_t)i, 8);

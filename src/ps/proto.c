@@ -5,7 +5,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -51,7 +50,7 @@ uint32_t pd_checksum(const void *data, size_t n)
 /* A value is not finite when its exponent bits are all ones (Inf, NaN).
  * Read 256 at a time with no exit inside, the test vectorizes: 10 M
  * floats in about 1.2 ms here, against 2.8 with isfinite and an exit at
- * the first. */
+ * the first. Read with memcpy: v need not be aligned. */
 int pd_all_finite(const float *v, size_t n)
 {
     size_t i = 0;
@@ -64,8 +63,11 @@ int pd_all_finite(const float *v, size_t n)
         }
         if (bad) return 0;
     }
-    for (; i < n; i++)
-        if (!isfinite(v[i])) return 0;
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, v + i, sizeof u);
+        if ((u & 0x7f800000u) == 0x7f800000u) return 0;
+    }
     return 1;
 }
 
