@@ -898,11 +898,7 @@ int pd_client_pull_rows(pd_client *c, pd_net *net)
     if (rc == 0 && c->prefetched && c->prefetch_net == net) {
         /* async: asked for while the batch before computed, behind the step
          * before that one; its replies come first, then the rows */
-        int pending = c->prefetch;
-        c->prefetch = 0;
-        c->prefetched = 0;
-        if (pending && (rc = exchange(c, net, &pending, on_rows, NULL)) < 0) return rc;
-        if ((rc = wait_posted(c)) < 0) return rc;
+        if ((rc = settle_prefetch(c)) < 0 || (rc = wait_posted(c)) < 0) return rc;
         /* rounds after the first, if the rows need more than a frame: the
          * held step waits for them too, or their rows (and the step's
          * replies read meanwhile) would be of after it */
