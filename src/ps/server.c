@@ -486,6 +486,12 @@ static void apply_table(server *s, int ti, const pd_frame *f)
     const float *vals = f ? (const float *)(f->payload + 4 * (size_t)f->b) : NULL;
     for (uint32_t i = 0; f && i < f->b; i++) {
         size_t off = (size_t)pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * i)) * tb->dim;
+        if (i + PD_AHEAD < f->b) {
+            size_t ahead = (size_t)pd_row_local(&s->lay, (int32_t)rd32(f->payload + 4 * (i + PD_AHEAD))) * tb->dim;
+            PD_PREFETCH_ROW(tb->w + ahead, tb->dim, 1);
+            if (tb->s1) PD_PREFETCH_ROW(tb->s1 + ahead, tb->dim, 1);
+            if (tb->s2) PD_PREFETCH_ROW(tb->s2 + ahead, tb->dim, 1);
+        }
         pd_backend_cpu.opt_update(&h, tb->w + off, vals + (size_t)i * tb->dim, tb->s1 ? tb->s1 + off : NULL,
                                   tb->s2 ? tb->s2 + off : NULL, (size_t)tb->dim);
     }
