@@ -449,8 +449,10 @@ static int build_layer(pd_net *net, int i)
     l->is_data = strcmp(d->type, "data") == 0;
     l->nin = d->ninputs;
     for (int j = 0; j < d->ninputs; j++) l->in[j] = &net->layers[d->inputs[j]];
-    for (int j = 0; j < d->nparams; j++)
+    for (int j = 0; j < d->nparams; j++) {
         if ((rc = add_param(net, &d->params[j], &l->p[j])) < 0) return rc;
+        l->p[j]->users++;
+    }
     return l->ops->setup ? l->ops->setup(l) : 0;
 }
 
@@ -737,6 +739,7 @@ static void zero_param_grads(pd_net *net)
         pd_param *p = &net->params[i];
         if (!p->sparse) {
             p->g_stale = 1;
+            p->applied = 0;
             continue;
         }
         for (int k = 0; k < p->ntouched; k++) {
@@ -751,7 +754,7 @@ static void zero_unwritten_grads(pd_net *net)
 {
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
-        if (p->sparse || !p->g_stale) continue;
+        if (p->sparse || !p->g_stale || p->applied) continue;
         net->be->zero(p->g, (size_t)p->rows * p->cols * sizeof(float));
         p->g_stale = 0;
     }
@@ -859,6 +862,10 @@ int pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step)
             continue;
         }
         if ((rc = ensure_state(net, p, h.type)) < 0) return rc;
+        if (p->applied) { /* by its layer, in the backward */
+            p->applied = 0;
+            continue;
+        }
         if (!p->sparse) {
             net->be->opt_update(&h, p->w, p->g, p->s1, p->s2, (size_t)p->rows * p->cols);
             continue;

@@ -38,6 +38,8 @@ typedef struct pd_param {
     float *s1, *s2;     /* optimizer state, allocated on first update */
     int g_stale;        /* dense: g still holds the last step's gradient; the
                          * first write of a backward overwrites it (beta 0) */
+    int users;          /* layers that use it */
+    int applied;        /* this backward applied its update (pd_param_sgd_in_place) */
     /* sparse parameters: which rows have a gradient this step (host) */
     int32_t *touched;
     int ntouched, cap_touched;
@@ -124,6 +126,11 @@ struct pd_net {
      * ends the backward with that error. NULL: none. */
     int (*grad_ready)(void *ctx, pd_net *net, pd_param *p);
     void *grad_ctx;
+    /* Local training with plain SGD: the product that computes a dense
+     * parameter's gradient may add -lr times it straight into w instead
+     * (pd_param_sgd_in_place), w scaled by 1 - lr * weight_decay. */
+    int sgd_in_place;
+    float sgd_lr, sgd_decay;
 };
 
 int pd_net_build(pd_net *net, const pd_recipe *r, const pd_backend *be, uint64_t seed);
@@ -191,6 +198,22 @@ static inline float pd_param_grad_beta(pd_param *p)
     float beta = p->g_stale ? 0.f : 1.f;
     p->g_stale = 0;
     return beta;
+}
+/* Whether the layer computing dense parameter p's gradient applies plain
+ * SGD itself, as part of that product: *alpha (-lr) times the product added
+ * into p->w scaled by *beta (1 - lr * weight_decay), as pd_net_update would
+ * apply it, with no gradient written. Only where net->sgd_in_place (local
+ * training), no hook wants the gradient, and the layer is p's only user;
+ * p is then marked applied for this step (pd_net_update skips it). The
+ * layer must be done reading p->w when it runs that product. */
+static inline int pd_param_sgd_in_place(pd_net *net, pd_param *p, float *alpha, float *beta)
+{
+    if (!net->sgd_in_place || net->grad_ready || p->sparse || p->hash || p->users != 1) return 0;
+    *alpha = -net->sgd_lr;
+    *beta = 1.f - net->sgd_lr * net->sgd_decay;
+    p->applied = 1;
+    p->g_stale = 0;
+    return 1;
 }
 /* Record that rows ids[0..n) of sparse parameter p get gradient (host ids). */
 void pd_param_touch(pd_param *p, const int32_t *ids, int n);

@@ -32,6 +32,13 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
     if (!be) return PD_ENODEV;
     if (r->threads > 0) pd_blas_threads(r->threads);
     if ((rc = pd_net_build(&net, r, be, (uint64_t)r->seed)) < 0) return rc;
+    if (pd_opt_from_name(r->optimizer.type) == PD_OPT_SGD) {
+        /* plain SGD needs no gradient kept: a layer may apply it as it
+         * computes one (pd_param_sgd_in_place) */
+        net.sgd_in_place = 1;
+        net.sgd_lr = (float)r->optimizer.learning_rate;
+        net.sgd_decay = (float)r->optimizer.weight_decay;
+    }
     if (o->init_model && (rc = pd_model_load(&net, o->init_model)) < 0) goto out;
     if ((rc = pd_open_reader(&train, r, PD_PART_TRAIN, 0, 1, r->batch_size)) < 0) goto out;
     if (r->test && (rc = pd_open_reader(&test, r, PD_PART_TEST, 0, 1, r->batch_size)) < 0) goto out;

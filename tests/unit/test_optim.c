@@ -423,3 +423,75 @@ PD_TEST(opt_update_cut_between_threads)
         free(s2[k]);
     }
 }
+
+static int count_ready(void *ctx, pd_net *net, pd_param *p)
+{
+    (void)net;
+    (void)p;
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* Plain SGD applied by the fc layer's product in the backward (local
+ * training): the weight moves in the backward, as pd_net_update would move
+ * it, and the layers below get the gradient of the weight as it was. Not
+ * where a hook wants the gradient (a trainer sends it). */
+PD_TEST(net_sgd_applied_in_the_backward_as_the_update_would)
+{
+    small_net s;
+    small_net_init(&s);
+    pd_optimizer_desc o;
+    memset(&o, 0, sizeof o);
+    snprintf(o.type, sizeof o.type, "sgd");
+    o.learning_rate = 0.1;
+    o.weight_decay = 0.01;
+    pd_net fused, plain;
+    CHECK(pd_net_build(&fused, &s.r, &pd_backend_cpu, 5) == 0);
+    CHECK(pd_net_build(&plain, &s.r, &pd_backend_cpu, 5) == 0);
+    fused.sgd_in_place = 1;
+    fused.sgd_lr = (float)o.learning_rate;
+    fused.sgd_decay = (float)o.weight_decay;
+    pd_param *fw = pd_net_param(&fused, "out.w"), *pw = pd_net_param(&plain, "out.w");
+    CHECK_EQ_INT(fw->users, 1);
+    static const int32_t ids[3][3] = {{1, 4, 1}, {2, 2, 5}, {0, 1, 3}};
+    for (int step = 1; step <= 3; step++) {
+        pd_batch b;
+        small_batch(&b, &s, ids[step - 1], 3);
+        CHECK(pd_net_bind(&fused, &b) == 0 && pd_net_bind(&plain, &b) == 0);
+        fwd(&fused);
+        fwd(&plain);
+        float before[6];
+        memcpy(before, fw->w, sizeof before);
+        CHECK(pd_net_backward(&fused) == 0 && pd_net_backward(&plain) == 0);
+        CHECK_EQ_INT(fw->applied, 1);
+        CHECK_EQ_INT(pw->applied, 0);
+        for (int i = 0; i < 6; i++) CHECK(fw->w[i] != before[i]); /* moved already */
+        /* the embedding's rows got the gradient of the weight as it was:
+         * the same bits while both weights are the same (step 1) */
+        pd_param *fe = pd_net_param(&fused, "emb.w"), *pe = pd_net_param(&plain, "emb.w");
+        if (step == 1) CHECK(memcmp(fe->g, pe->g, 18 * sizeof(float)) == 0);
+        for (int i = 0; i < 18; i++) CHECK_NEAR(fe->g[i], pe->g[i], 1e-5);
+        CHECK(pd_net_update(&fused, &o, step) == 0 && pd_net_update(&plain, &o, step) == 0);
+        CHECK_EQ_INT(fw->applied, 0);
+        for (int i = 0; i < 6; i++) CHECK_NEAR(fw->w[i], pw->w[i], 1e-6);
+        for (int i = 0; i < 18; i++) CHECK_NEAR(fe->w[i], pe->w[i], 1e-6);
+        pd_batch_free(&b);
+    }
+    /* a hook that wants the gradient: the update is left to pd_net_update */
+    int ready = 0;
+    fused.grad_ready = count_ready;
+    fused.grad_ctx = &ready;
+    pd_batch b;
+    small_batch(&b, &s, ids[0], 3);
+    CHECK(pd_net_bind(&fused, &b) == 0);
+    fwd(&fused);
+    float before[6];
+    memcpy(before, fw->w, sizeof before);
+    CHECK(pd_net_backward(&fused) == 0);
+    CHECK_EQ_INT(fw->applied, 0);
+    CHECK(ready > 0);
+    CHECK(memcmp(before, fw->w, sizeof before) == 0);
+    pd_batch_free(&b);
+    pd_net_free(&fused);
+    pd_net_free(&plain);
+}
