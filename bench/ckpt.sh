@@ -31,13 +31,13 @@ start() { # LOG ARGS...
         pids+=($!)
     done
 }
-stop() { for p in "${pids[@]}"; do kill -9 $p 2>/dev/null; wait $p 2>/dev/null; done; }
+# kill and reap with stderr closed: bash reports each job killed ("Killed")
+stop() { { for p in "${pids[@]}"; do kill -9 $p; done; for p in "${pids[@]}"; do wait $p; done; } 2>/dev/null; }
 trap stop EXIT
 args=(--checkpoint_dir=ck --passes=3 --log_period=1000000)
 rm -rf ck
 start ck1 "${args[@]}"
 for _ in $(seq 1200); do [ "$(grep -c 'checkpoint of step .* complete' ck1.tr0)" -ge 4 ] && break; sleep 0.05; done
-kill -9 "${pids[@]}" 2>/dev/null
 killed=$(date +%H:%M:%S.%N | awk '{ split($1, t, ":"); printf "%.6f\n", t[1] * 3600 + t[2] * 60 + t[3] }')
 stop
 grep 'checkpoint of step .* complete' ck1.tr0 | awk '{ print $0 }' >ck1.lines
