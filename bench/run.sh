@@ -72,6 +72,11 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR
 # median of the rounds' ratios (a single pair moved by up to 30 % from one
 # run to the next as the machine's neighbours came and went).
 rounds=${BENCH_ROUNDS:-3}
+# COMMAND...: of $rounds runs, the line whose second field is the median
+median_run() {
+    local i
+    for i in $(seq "$rounds"); do "$@"; done | sort -g -k2,2 | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'
+}
 echo "== training speed, $threads threads (samples/s; ratio = paddle / pytorch; $rounds alternating rounds, median)"
 declare -A ours
 declare -A target=([fit_a_line]=10 [mlp]=1.3 [rec]=3)
@@ -116,7 +121,7 @@ printf '  paddle run 1 pserver + 1 trainer %s: ratio to paddle train %s\n' "$ctr
 # its roofline: the products of its fc layers alone (247-400-400-400-1, the
 # first layer's input gradient too: the embeddings learn), and so the
 # highest ratio to PyTorch that a step made of nothing but them would reach
-ctr_roof_line=$("$root/build/musl/sgemm_bench" ctr 512 247 400 400 400 1)
+ctr_roof_line=$(median_run "$root/build/musl/sgemm_bench" ctr 512 247 400 400 400 1)
 ctr_roof=$(echo "$ctr_roof_line" | awk '{print $2}')
 printf '  sgemm at its own shapes %s samples/s: paddle train at %s of it; that roofline against pytorch %s\n' \
     "$ctr_roof" "$(ratio "$ctr_train" "$ctr_roof")" "$(ratio "$ctr_roof" "${ctr_torch:-0}")"
@@ -127,11 +132,11 @@ echo "   of a 2.0 GHz Xeon Gold 5117: ~5.9 K per thread)"
 "$here/ctr_auc.sh" "$paddle" "$ctr_rows" 2
 
 echo "== MLP against OpenBLAS sgemm"
-peak=$("$root/build/musl/sgemm_bench" 1024 | awk '{print $2}')
+peak=$(median_run "$root/build/musl/sgemm_bench" 1024 | awk '{print $2}')
 # the honest roofline: the same products the MLP's step runs (shapes,
 # transposes, accumulation), timed with nothing between them, the faster of
 # OpenBLAS's own threads and the backend's split between threads
-roof_line=$("$root/build/musl/sgemm_bench" mlp 128 784 512 512 10)
+roof_line=$(median_run "$root/build/musl/sgemm_bench" mlp 128 784 512 512 10)
 roof=$(echo "$roof_line" | awk '{print $2}')
 # FLOPs per sample: forward 2*(784*512 + 512*512 + 512*10), weight gradients the
 # same again, input gradients of layers 2 and 3 (the data layer needs none)
