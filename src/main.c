@@ -1010,6 +1010,7 @@ static void print_commands(FILE *f)
 
 int main(int argc, char **argv)
 {
+    pd_blas_quiet();
     if (argc < 2) {
         cmd_help(1, argv);
         return 2;

@@ -126,6 +126,9 @@ int pd_opt_state_floats(int type);
 const char *pd_blas_version(void);
 const char *pd_blas_core(void);
 void pd_blas_threads(int n);
+/* Stop OpenBLAS's own threads (the products are cut between threads of the
+ * backend's): first thing in main, before they spin for nothing. */
+void pd_blas_quiet(void);
 /* The threads a product is cut among (the recipe's, or OpenBLAS's default). */
 int pd_blas_threads_get(void);
 

@@ -19,6 +19,7 @@ char *openblas_get_corename(void);
 char *openblas_get_config(void);
 void openblas_set_num_threads(int);
 int openblas_get_num_threads(void);
+int blas_thread_shutdown_(void);
 
 static void *cpu_alloc(size_t bytes)
 {
@@ -196,12 +197,24 @@ static void pool_after_fork(void)
     gp.pending = 0;
 }
 
+/* OpenBLAS single-threaded, and its own threads stopped: they start with
+ * the program and spin in sched_yield for about 0.1 s before they sleep,
+ * some 60 ms of a core in every process, taken from whatever starts beside
+ * it. Only while the count is not 1 yet: setting it again after the stop
+ * would start the threads anew (OpenBLAS restarts its pool lazily). */
+static void openblas_single(void)
+{
+    if (openblas_get_num_threads() == 1) return;
+    openblas_set_num_threads(1);
+    blas_thread_shutdown_();
+}
+
 static void openblas_nothreads_init(void)
 {
     if (gp.nthreads == 0) gp.nthreads = openblas_get_num_threads();
     if (gp.nthreads < 1) gp.nthreads = 1;
     if (gp.nthreads > MAX_THREADS) gp.nthreads = MAX_THREADS;
-    openblas_set_num_threads(1);
+    openblas_single();
     pthread_atfork(NULL, NULL, pool_after_fork);
 }
 
@@ -776,7 +789,15 @@ void pd_blas_threads(int n)
     pthread_mutex_lock(&gp.mu);
     gp.nthreads = PD_MAX(1, PD_MIN(n, MAX_THREADS));
     pthread_mutex_unlock(&gp.mu);
-    openblas_set_num_threads(1);
+    openblas_single();
+}
+
+void pd_blas_quiet(void)
+{
+    pthread_mutex_lock(&gp.mu);
+    if (gp.nthreads == 0) gp.nthreads = PD_MAX(1, PD_MIN(openblas_get_num_threads(), MAX_THREADS));
+    pthread_mutex_unlock(&gp.mu);
+    openblas_single();
 }
 
 int pd_blas_threads_get(void)
