@@ -31,15 +31,23 @@ start() { # LOG ARGS...
         pids+=($!)
     done
 }
-# kill and reap with stderr closed: bash reports each job killed ("Killed")
-stop() { { for p in "${pids[@]}"; do kill -9 $p; done; for p in "${pids[@]}"; do wait $p; done; } 2>/dev/null; }
+# kill and reap with stderr closed (bash reports each job killed,
+# "Killed"); the time of the kill in $stopped_at; once per start
+stop() {
+    {
+        for p in "${pids[@]}"; do kill -9 $p; done
+        stopped_at=$(date +%H:%M:%S.%N | awk '{ split($1, t, ":"); printf "%.6f\n", t[1] * 3600 + t[2] * 60 + t[3] }')
+        for p in "${pids[@]}"; do wait $p; done
+    } 2>/dev/null
+    pids=()
+}
 trap stop EXIT
 args=(--checkpoint_dir=ck --passes=3 --log_period=1000000)
 rm -rf ck
 start ck1 "${args[@]}"
 for _ in $(seq 1200); do [ "$(grep -c 'checkpoint of step .* complete' ck1.tr0)" -ge 4 ] && break; sleep 0.05; done
-killed=$(date +%H:%M:%S.%N | awk '{ split($1, t, ":"); printf "%.6f\n", t[1] * 3600 + t[2] * 60 + t[3] }')
 stop
+killed=$stopped_at
 grep 'checkpoint of step .* complete' ck1.tr0 | awk '{ print $0 }' >ck1.lines
 cost=$(paste <(secs <ck1.lines) <(awk '{ print $NF == "s" ? $(NF-1) : $NF }' ck1.lines) |
     awk 'NR > 1 { gap += $1 - prev; n++ } { prev = $1; c += $2; m++ }

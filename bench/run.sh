@@ -65,13 +65,17 @@ rate() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median() {
+    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]
+                                        else printf "%.10g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 
 # Each figure below that sits near its target is taken in rounds: paddle,
 # then its baseline, then paddle again..., and the ratio quoted is the
 # median of the rounds' ratios (a single pair moved by up to 30 % from one
 # run to the next as the machine's neighbours came and went).
 rounds=${BENCH_ROUNDS:-3}
+case "$rounds" in '' | *[!0-9]* | 0) echo "bench: BENCH_ROUNDS must be a whole number from 1 (was '$rounds')" >&2; exit 2 ;; esac
 # COMMAND...: of $rounds runs, the line whose second field is the median
 median_run() {
     local i

@@ -477,6 +477,40 @@ PD_TEST(net_sgd_applied_in_the_backward_as_the_update_would)
         for (int i = 0; i < 18; i++) CHECK_NEAR(fe->w[i], pe->w[i], 1e-6);
         pd_batch_free(&b);
     }
+    /* a weight with a second user (here a layer the cost does not read):
+     * its gradient would be a sum of shares, so the update is left to
+     * pd_net_update */
+    {
+        small_net s2;
+        small_net_init(&s2);
+        pd_layer_desc l6[6];
+        memcpy(l6, s2.l, sizeof s2.l);
+        l6[5] = l6[3];
+        l6[5].name = (char *)"out2";
+        s2.r.layers = l6;
+        s2.r.nlayers = 6;
+        pd_net shared;
+        CHECK(pd_net_build(&shared, &s2.r, &pd_backend_cpu, 5) == 0);
+        shared.sgd_in_place = 1;
+        shared.sgd_lr = (float)o.learning_rate;
+        shared.sgd_decay = (float)o.weight_decay;
+        pd_param *sw = pd_net_param(&shared, "out.w");
+        CHECK_EQ_INT(sw->users, 2);
+        pd_batch b2;
+        small_batch(&b2, &s2, ids[0], 3);
+        CHECK(pd_net_bind(&shared, &b2) == 0);
+        fwd(&shared);
+        float sb[6];
+        memcpy(sb, sw->w, sizeof sb);
+        CHECK(pd_net_backward(&shared) == 0);
+        CHECK_EQ_INT(sw->applied, 0);
+        CHECK(memcmp(sb, sw->w, sizeof sb) == 0);
+        CHECK(pd_net_update(&shared, &o, 1) == 0);
+        for (int i = 0; i < 6; i++)
+            CHECK_NEAR(sw->w[i], sb[i] - o.learning_rate * (sw->g[i] + o.weight_decay * sb[i]), 1e-6);
+        pd_batch_free(&b2);
+        pd_net_free(&shared);
+    }
     /* a hook that wants the gradient: the update is left to pd_net_update */
     int ready = 0;
     fused.grad_ready = count_ready;
