@@ -33,6 +33,26 @@ static void cpu_copy(void *dst, const void *src, size_t n) { if (n) memmove(dst,
 static void cpu_zero(void *p, size_t n) { if (n) memset(p, 0, n); }
 static void cpu_sync(void) {}
 
+/* Loops that the compiler vectorizes are built twice where that pays: for
+ * the baseline x86-64 (4 floats wide) and for AVX2 (8 wide), chosen at run
+ * time. The AVX2 target has no FMA, so each element gets the same float
+ * operations in the same order and the same bits either way. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PD_AVX2 __attribute__((target("avx2")))
+static int cpu_has_avx2(void)
+{
+    static int have = -1;
+    if (have < 0) have = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return have;
+}
+#else
+#define PD_AVX2
+static int cpu_has_avx2(void)
+{
+    return 0;
+}
+#endif
+
 /* tanh from one exponential, written without branches or calls so that
  * the loops over a layer's outputs vectorize (libm's tanhf, and even one
  * expf per value, are several times slower: a recommender spent a fifth of
@@ -391,12 +411,8 @@ static void cpu_act_backward(int act, float *dx, const float *y, const float *dy
 
 /* Rows are done one at a time, so that the bias add, the activation and
  * (backward) the bias gradient read the row while it is in cache. */
-static void cpu_bias_act_forward(int act, float *y, const float *b, int rows, int cols)
+static inline __attribute__((always_inline)) void bias_act_rows(int act, float *y, const float *b, int rows, int cols)
 {
-    if (!b) {
-        cpu_act_forward(act, y, y, rows, cols);
-        return;
-    }
     for (int r = 0; r < rows; r++) {
         float *restrict yr = y + (size_t)r * cols;
         switch (act) {
@@ -424,13 +440,29 @@ static void cpu_bias_act_forward(int act, float *y, const float *b, int rows, in
     }
 }
 
-static void cpu_act_bias_backward(int act, float *dy, const float *y, float *db, int acc, int rows, int cols)
+static void bias_act_portable(int act, float *y, const float *b, int rows, int cols)
 {
-    if (!db) {
-        cpu_act_backward(act, dy, y, dy, rows, cols);
-        return;
-    }
-    if (!acc) memset(db, 0, (size_t)cols * sizeof *db);
+    bias_act_rows(act, y, b, rows, cols);
+}
+
+PD_AVX2 static void bias_act_avx2(int act, float *y, const float *b, int rows, int cols)
+{
+    bias_act_rows(act, y, b, rows, cols);
+}
+
+static void cpu_bias_act_forward(int act, float *y, const float *b, int rows, int cols)
+{
+    if (!b)
+        cpu_act_forward(act, y, y, rows, cols);
+    else if (cpu_has_avx2())
+        bias_act_avx2(act, y, b, rows, cols);
+    else
+        bias_act_portable(act, y, b, rows, cols);
+}
+
+static inline __attribute__((always_inline)) void act_bias_rows(int act, float *dy, const float *y, float *db,
+                                                                int rows, int cols)
+{
     for (int r = 0; r < rows; r++) {
         float *restrict d = dy + (size_t)r * cols;
         const float *restrict yr = y + (size_t)r * cols;
@@ -454,6 +486,29 @@ static void cpu_act_bias_backward(int act, float *dy, const float *y, float *db,
         }
         for (int c = 0; c < cols; c++) g[c] += d[c];
     }
+}
+
+static void act_bias_portable(int act, float *dy, const float *y, float *db, int rows, int cols)
+{
+    act_bias_rows(act, dy, y, db, rows, cols);
+}
+
+PD_AVX2 static void act_bias_avx2(int act, float *dy, const float *y, float *db, int rows, int cols)
+{
+    act_bias_rows(act, dy, y, db, rows, cols);
+}
+
+static void cpu_act_bias_backward(int act, float *dy, const float *y, float *db, int acc, int rows, int cols)
+{
+    if (!db) {
+        cpu_act_backward(act, dy, y, dy, rows, cols);
+        return;
+    }
+    if (!acc) memset(db, 0, (size_t)cols * sizeof *db);
+    if (cpu_has_avx2())
+        act_bias_avx2(act, dy, y, db, rows, cols);
+    else
+        act_bias_portable(act, dy, y, db, rows, cols);
 }
 
 static void cpu_gather(float *out, const float *table, const int32_t *ids, int n, int dim)
@@ -714,37 +769,14 @@ static void adam_portable(float lr_t, float b1, float b2, float eps, float wd, f
     adam_loop(lr_t, b1, b2, eps, wd, w, g, s1, s2, n);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
 /* The same loop 8 floats wide where the CPU has AVX2: its square roots and
  * divisions are most of Adam's time, and they take as long for 8 floats as
- * for 4. No FMA (not in the target), so every element gets the same
- * roundings as in the portable loop: the same bits (unit test
- * opt_adam_is_the_plain_loop_bit_for_bit). */
-__attribute__((target("avx2"))) static void adam_avx2(float lr_t, float b1, float b2, float eps, float wd,
-                                                      float *restrict w, const float *restrict g,
-                                                      float *restrict s1, float *restrict s2, size_t n)
+ * for 4 (unit test opt_adam_is_the_plain_loop_bit_for_bit). */
+PD_AVX2 static void adam_avx2(float lr_t, float b1, float b2, float eps, float wd, float *restrict w,
+                              const float *restrict g, float *restrict s1, float *restrict s2, size_t n)
 {
     adam_loop(lr_t, b1, b2, eps, wd, w, g, s1, s2, n);
 }
-
-static int cpu_has_avx2(void)
-{
-    static int have = -1;
-    if (have < 0) have = __builtin_cpu_supports("avx2") ? 1 : 0;
-    return have;
-}
-#else
-static void adam_avx2(float lr_t, float b1, float b2, float eps, float wd, float *restrict w,
-                      const float *restrict g, float *restrict s1, float *restrict s2, size_t n)
-{
-    adam_portable(lr_t, b1, b2, eps, wd, w, g, s1, s2, n);
-}
-
-static int cpu_has_avx2(void)
-{
-    return 0;
-}
-#endif
 
 static void adam(float lr_t, float b1, float b2, float eps, float wd, float *restrict w, const float *restrict g,
                  float *restrict s1, float *restrict s2, size_t n)
