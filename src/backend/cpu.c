@@ -41,9 +41,10 @@ static void cpu_sync(void) {}
 #define PD_AVX2 __attribute__((target("avx2")))
 static int cpu_has_avx2(void)
 {
-    static int have = -1;
-    if (have < 0) have = __builtin_cpu_supports("avx2") ? 1 : 0;
-    return have;
+    static int have = -1; /* any thread may be the first to ask */
+    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+    if (h < 0) __atomic_store_n(&have, h = __builtin_cpu_supports("avx2") ? 1 : 0, __ATOMIC_RELAXED);
+    return h;
 }
 #else
 #define PD_AVX2
@@ -219,8 +220,8 @@ static void pool_after_fork(void)
 
 /* OpenBLAS single-threaded, and its own threads stopped: they start with
  * the program and spin in sched_yield for about 0.1 s before they sleep,
- * some 60 ms of a core in every process, taken from whatever starts beside
- * it. Only while the count is not 1 yet: setting it again after the stop
+ * 60 to 100 ms of a core in every process, taken from whatever starts
+ * beside it. Only while the count is not 1 yet: setting it again after the stop
  * would start the threads anew (OpenBLAS restarts its pool lazily). */
 static void openblas_single(void)
 {
