@@ -212,7 +212,6 @@ static inline int pd_param_sgd_in_place(pd_net *net, pd_param *p, float *alpha, 
     *alpha = -net->sgd_lr;
     *beta = 1.f - net->sgd_lr * net->sgd_decay;
     p->applied = 1;
-    p->g_stale = 0;
     return 1;
 }
 /* Record that rows ids[0..n) of sparse parameter p get gradient (host ids). */
