@@ -101,8 +101,10 @@ static int load_recipe(pd_recipe *r, const bench_case *bc)
                     "  return nn.square_error_cost(nn.embedding(nn.id('ids', %d), %d), nn.data('y', %d))\nend\n",
                 TABLE_ROWS, TABLE_DIM, TABLE_DIM);
     }
+    /* over TCP, as trainers of other hosts reach a pserver (not through its
+     * Unix socket, as roles of its own host would) */
     dprintf(fd, "optimizer = nn.sgd { learning_rate = 0.001 }\njob { pservers = 1, trainers = %d }\n"
-                "settings { mode = '%s' }\n", bc->k, bc->mode);
+                "settings { mode = '%s' }\ncluster { unix_sockets = false }\n", bc->k, bc->mode);
     close(fd);
     int rc = pd_recipe_load(r, path, NULL, NULL, 0);
     unlink(path);

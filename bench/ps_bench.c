@@ -7,8 +7,10 @@
  * Raw: one process streams bytes to another over 127.0.0.1 (one TCP stream).
  * Pserver: one trainer pushes a gradient of N floats and pulls the new
  * values from one pserver (SGD), repeatedly; bandwidth = 2 * 4N bytes per
- * step. Each is the best of 3 runs (rounds of `steps` steps for the
- * pserver). Prints both and their ratio.
+ * step, over TCP (the figure against the raw stream), then once more
+ * over the pserver's Unix socket (what roles on one host use). Each is the
+ * best of 3 runs (rounds of `steps` steps for the pserver). Prints them
+ * and their ratios.
  */
 #include "../src/core/log.h"
 #include "../src/core/pd.h"
@@ -67,6 +69,60 @@ static double raw_loopback(size_t total)
     return got / secs;
 }
 
+/* Push+pull rate (bytes/s) of one trainer and one pserver of this host,
+ * over TCP or over the pserver's Unix socket; *step: seconds per step. */
+static double pserver_rate(pd_recipe *r, int unix_sockets, int steps, double *step)
+{
+    r->unix_sockets = unix_sockets;
+    uint8_t secret[PD_SECRET], job[PD_JOB_ID];
+    pd_secret_new(secret);
+    pd_job_id(secret, job);
+    int p[2];
+    if (pipe(p) < 0) return 0;
+    pid_t server = fork();
+    if (server == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan if the bench fails */
+        close(p[0]);
+        pd_server_opts o = {.id = 0, .npservers = 1, .ntrainers = 1, .bind_addr = "127.0.0.1", .ready_fd = p[1]};
+        memcpy(o.secret, secret, PD_SECRET);
+        memcpy(o.job, job, PD_JOB_ID);
+        _exit(pd_server_run(r, &o) < 0);
+    }
+    close(p[1]);
+    char buf[32] = "";
+    ssize_t got = read(p[0], buf, sizeof buf - 1);
+    close(p[0]);
+    if (got <= 0) return 0;
+    pd_endpoint ep = {"127.0.0.1", atoi(buf)};
+    pd_layout lay;
+    pd_layout_make(&lay, r, 1);
+    pd_net net;
+    pd_net_build(&net, r, &pd_backend_cpu, 1);
+    pd_client c;
+    double rate = 0, secs = 1e30;
+    int connected = pd_client_connect(&c, &lay, &ep, 1, 0, secret, job, 30) == 0;
+    int rc = connected ? pd_client_init(&c, &net) : -1;
+    if (rc >= 0) rc = pd_client_step(&c, &net); /* a warm-up step */
+    for (int round = 0; rc >= 0 && round < 3; round++) {
+        double t0 = pd_now();
+        for (int i = 0; rc >= 0 && i < steps; i++) rc = pd_client_step(&c, &net);
+        secs = PD_MIN(secs, pd_now() - t0);
+    }
+    if (rc >= 0) {
+        rate = 2.0 * 4 * (double)lay.params[0].rows * lay.params[0].cols * steps / secs;
+        *step = secs / steps;
+        pd_client_finish(&c);
+    } else {
+        fprintf(stderr, "%s\n", pd_err_msg());
+        kill(server, SIGKILL);
+    }
+    if (connected) pd_client_free(&c);
+    waitpid(server, NULL, 0);
+    pd_net_free(&net);
+    pd_layout_free(&lay);
+    return rate;
+}
+
 int main(int argc, char **argv)
 {
     long floats = argc > 1 ? atol(argv[1]) : 10000000;
@@ -91,57 +147,17 @@ int main(int argc, char **argv)
     double raw = 0;
     for (int i = 0; i < 3; i++) raw = PD_MAX(raw, raw_loopback((size_t)4 * floats * 10));
 
-    uint8_t secret[PD_SECRET], job[PD_JOB_ID];
-    pd_secret_new(secret);
-    pd_job_id(secret, job);
-    int p[2];
-    if (pipe(p) < 0) return 1;
-    pid_t server = fork();
-    if (server == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan if the bench fails */
-        close(p[0]);
-        pd_server_opts o = {.id = 0, .npservers = 1, .ntrainers = 1, .bind_addr = "127.0.0.1", .ready_fd = p[1]};
-        memcpy(o.secret, secret, PD_SECRET);
-        memcpy(o.job, job, PD_JOB_ID);
-        _exit(pd_server_run(&r, &o) < 0);
-    }
-    close(p[1]);
-    char buf[32] = "";
-    if (read(p[0], buf, sizeof buf - 1) <= 0) return 1;
-    pd_endpoint ep = {"127.0.0.1", atoi(buf)};
-    pd_layout lay;
-    pd_layout_make(&lay, &r, 1);
-    pd_net net;
-    pd_net_build(&net, &r, &pd_backend_cpu, 1);
-    pd_client c;
-    if (pd_client_connect(&c, &lay, &ep, 1, 0, secret, job, 30) < 0 || pd_client_init(&c, &net) < 0) {
-        fprintf(stderr, "%s\n", pd_err_msg());
-        return 1;
-    }
     int steps = argc > 2 ? atoi(argv[2]) : 10;
     if (steps < 1) steps = 10;
-    pd_client_step(&c, &net); /* warm up */
-    double secs = 1e30;
-    for (int round = 0; round < 3; round++) {
-        double t0 = pd_now();
-        for (int i = 0; i < steps; i++)
-            if (pd_client_step(&c, &net) < 0) {
-                fprintf(stderr, "%s\n", pd_err_msg());
-                return 1;
-            }
-        secs = PD_MIN(secs, pd_now() - t0);
-    }
-    double ps = 2.0 * 4 * (double)lay.params[0].rows * lay.params[0].cols * steps / secs;
-    pd_client_finish(&c);
-    pd_client_free(&c);
-    waitpid(server, NULL, 0);
+    double tcp_step = 0, unix_step = 0;
+    double tcp = pserver_rate(&r, 0, steps, &tcp_step), local = pserver_rate(&r, 1, steps, &unix_step);
+    if (tcp <= 0 || local <= 0) return 1;
     printf("loopback TCP, one stream:        %8.0f MB/s\n", raw / 1e6);
-    printf("pserver push+pull of %ld floats: %8.0f MB/s (%.1f ms per step)\n", floats, ps / 1e6,
-           secs / steps * 1e3);
+    printf("pserver push+pull of %ld floats: %8.0f MB/s (%.1f ms per step)\n", floats, tcp / 1e6, tcp_step * 1e3);
     printf("frame checksum:                  %8s\n", pd_frame_sum_kind());
-    printf("ratio pserver / loopback:        %8.2f (target >= 0.8)\n", ps / raw);
-    pd_net_free(&net);
-    pd_layout_free(&lay);
+    printf("ratio pserver / loopback:        %8.2f (target >= 0.8)\n", tcp / raw);
+    printf("the same over the pserver's Unix socket (roles on one host): %.0f MB/s (%.1f ms per step), "
+           "%.2f of loopback TCP\n", local / 1e6, unix_step * 1e3, local / raw);
     pd_recipe_free(&r);
     return 0;
 }

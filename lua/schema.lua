@@ -26,6 +26,7 @@ S.blocks = {
     port = int(1, 65535, 7164),
     ports_num = int(1, 64, 1),
     ports_num_for_sparse = int(0, 64, 1),
+    unix_sockets = bool(true),
     ld_library_path = str(nil),
     identity_files = strlist(),
     use_agent = bool(true),

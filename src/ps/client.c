@@ -63,21 +63,30 @@ int pd_endpoints_parse(const char *spec, int default_port, pd_endpoint **eps, in
     return 0;
 }
 
-static int try_connect(const char *host, int port)
+/* A connection to pserver `server`'s port: over its Unix socket where the
+ * endpoint is an address of this host (and the job allows it), over TCP
+ * otherwise or when the Unix socket is not there (a pserver in another
+ * network namespace behind a forwarded port, say). */
+static int try_connect(const pd_client *c, const char *host, int server, int port, const uint8_t *job)
 {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
     if (getaddrinfo(host, ps, &hints, &res) != 0 || !res) return -1;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
-        close(fd);
-        fd = -1;
+    int fd = -1;
+    if (c->lay->unix_sockets && pd_addr_is_here(((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr))
+        fd = pd_unix_connect(job, server, port);
+    if (fd < 0) {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
+            close(fd);
+            fd = -1;
+        }
+        int one = 1;
+        if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     freeaddrinfo(res);
     if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         pd_tcp_buffers(fd);
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     }
@@ -144,7 +153,7 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
             if (c->conns[i].fd >= 0) continue;
             const pd_endpoint *e = &eps[i / c->nper];
             int port = e->port + i % c->nper;
-            int fd = try_connect(e->host, port);
+            int fd = try_connect(c, e->host, i / c->nper, port, job);
             if (fd < 0) {
                 size_t len = strlen(missing);
                 if (len < sizeof missing - 300)
@@ -1078,16 +1087,18 @@ static int grad_ready(void *ctx, pd_net *net, pd_param *p)
     return flush_some(c, c->early_to);
 }
 
-/* Is the peer of connected socket fd on this host (a loopback address, or
- * the address the connection leaves from)? */
+/* Is the peer of connected socket fd on this host (a Unix socket, a
+ * loopback address, or the address the connection leaves from)? */
 static int same_host(int fd)
 {
-    struct sockaddr_in peer, self;
+    struct sockaddr_storage peer, self;
     socklen_t pl = sizeof peer, sl = sizeof self;
-    if (getpeername(fd, (struct sockaddr *)&peer, &pl) < 0 || getsockname(fd, (struct sockaddr *)&self, &sl) < 0 ||
-        peer.sin_family != AF_INET)
+    if (getpeername(fd, (struct sockaddr *)&peer, &pl) < 0 || getsockname(fd, (struct sockaddr *)&self, &sl) < 0)
         return 0;
-    return (ntohl(peer.sin_addr.s_addr) >> 24) == 127 || peer.sin_addr.s_addr == self.sin_addr.s_addr;
+    if (peer.ss_family == AF_UNIX) return 1;
+    if (peer.ss_family != AF_INET) return 0;
+    uint32_t p = ((struct sockaddr_in *)&peer)->sin_addr.s_addr;
+    return (ntohl(p) >> 24) == 127 || p == ((struct sockaddr_in *)&self)->sin_addr.s_addr;
 }
 
 int pd_client_send_early(pd_client *c, pd_net *net, int local_too)

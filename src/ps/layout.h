@@ -38,6 +38,7 @@ typedef struct pd_layout {
     int ntables;
     int *tables;        /* table -> param */
     int npservers, ports_num, ports_sparse;
+    int unix_sockets;   /* roles on a pserver's host connect over its Unix sockets */
     uint8_t digest[32];
 } pd_layout;
 

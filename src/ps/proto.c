@@ -9,11 +9,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define K 0x9E3779B97F4A7C15ull
@@ -627,4 +629,55 @@ int pd_tcp_listen(const char *addr, int port, int backlog)
         return pd_err_set(PD_EIO, "cannot listen on %s:%d: %s", addr && *addr ? addr : "0.0.0.0", port, strerror(e));
     }
     return fd;
+}
+
+/* "\0paddle-ps/JOB/SERVER/PORT" (the leading NUL: the abstract namespace) */
+static socklen_t unix_addr(struct sockaddr_un *sa, const uint8_t *job, int server, int port)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    char *p = sa->sun_path + 1;
+    size_t cap = sizeof sa->sun_path - 1, n = (size_t)snprintf(p, cap, "paddle-ps/");
+    for (int i = 0; i < PD_JOB_ID; i++) n += (size_t)snprintf(p + n, cap - n, "%02x", job[i]);
+    n += (size_t)snprintf(p + n, cap - n, "/%d/%d", server, port);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+int pd_unix_listen(const uint8_t *job, int server, int port, int backlog)
+{
+    struct sockaddr_un sa;
+    socklen_t len = unix_addr(&sa, job, server, port);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    if (bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, backlog) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int pd_unix_connect(const uint8_t *job, int server, int port)
+{
+    struct sockaddr_un sa;
+    socklen_t len = unix_addr(&sa, job, server, port);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+int pd_addr_is_here(uint32_t addr)
+{
+    if ((ntohl(addr) >> 24) == 127) return 1;
+    /* binding succeeds only to an address of this host */
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = addr};
+    int here = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return here;
 }

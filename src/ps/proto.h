@@ -129,6 +129,19 @@ int pd_tcp_listen(const char *addr, int port, int backlog);
 #define PD_TCP_BUFFER (4 << 20)
 void pd_tcp_buffers(int fd);
 
+/* Roles on a pserver's host reach it over a Unix socket beside each of its
+ * TCP ports: loopback TCP runs the whole TCP/IP stack twice per send, a
+ * Unix socket copies once (a 380 KB step each way: 0.4 of the time).
+ * Abstract (no file to clean up; gone with the last descriptor), named by
+ * the job, the pserver and the port, so that no two live pservers share a
+ * name. pd_unix_listen: the non-blocking listening fd, or -1 (errno set);
+ * pd_unix_connect: a connected blocking fd, or -1. */
+int pd_unix_listen(const uint8_t *job, int server, int port, int backlog);
+int pd_unix_connect(const uint8_t *job, int server, int port);
+/* Is IPv4 address addr (network order) one of this host's, in this network
+ * namespace (where its abstract Unix sockets are)? */
+int pd_addr_is_here(uint32_t addr);
+
 /* HMAC-SHA256(secret, label | a | b | job) into mac. */
 void pd_proof(const uint8_t *secret, const char *label, const uint8_t *a, const uint8_t *b,
               const uint8_t *job, uint8_t *mac);

@@ -36,7 +36,8 @@
 #define MAX_PASS 1000000 /* the highest pass a PASS_END may name (a trainer's READY check too) */
 #define MAX_LISTEN 128          /* ports a pserver listens on (ports_num + ports_num_for_sparse) */
 #define LISTEN_BACKLOG 128
-/* epoll ids: listening socket i is i, connection slot k is CONN_ID_BASE + k */
+/* epoll ids: listening socket i is i (TCP port i below MAX_LISTEN, the Unix
+ * socket beside it at MAX_LISTEN + i), connection slot k is CONN_ID_BASE + k */
 #define CONN_ID_BASE 1000
 #define HTTP_ID (CONN_ID_BASE - 1) /* the /metrics responder */
 #define MAX_EVENTS 64           /* epoll events taken per wake */
@@ -46,7 +47,7 @@
 #define ACCEPT_PAUSE_S 0.5      /* out of descriptors: listeners rest this long */
 #define DRAIN_ON_DROP 65536     /* unread bytes read away before a close, so the ERROR frame is not lost to a reset */
 
-_Static_assert(MAX_LISTEN <= CONN_ID_BASE, "listener ids must stay below connection ids");
+_Static_assert(2 * MAX_LISTEN <= HTTP_ID, "listener ids must stay below the others");
 
 enum { ST_HELLO, ST_AUTH, ST_READY };
 
@@ -115,7 +116,7 @@ typedef struct server {
     int sync;
     int epfd;
     int nlisten;
-    int listen_fd[MAX_LISTEN];
+    int listen_fd[2 * MAX_LISTEN]; /* TCP, then Unix (-1: none) */
     int reserve_fd;         /* closed to accept-and-close when out of descriptors */
     int fds_short;          /* out of descriptors: logged once until an accept succeeds */
     double accept_paused_until; /* > 0: listeners out of epoll until then */
@@ -1355,11 +1356,45 @@ static int open_ports(server *s, int *base)
     return pd_err_set(PD_EIO, "found no %d free consecutive ports", n);
 }
 
+/* The Unix sockets beside the TCP ports, for roles on this host; without
+ * them (the job says so, or one cannot be had) those connect over TCP. */
+static void open_unix(server *s, int base)
+{
+    if (!s->lay.unix_sockets) return;
+    for (int i = 0; i < s->nlisten; i++) {
+        int fd = pd_unix_listen(s->o->job, s->o->id, base + i, LISTEN_BACKLOG);
+        if (fd < 0) {
+            PD_WARN("no Unix socket for port %d (%s): roles on this host connect over TCP", base + i,
+                    strerror(errno));
+            continue;
+        }
+        s->listen_fd[MAX_LISTEN + i] = fd;
+    }
+}
+
+/* Say where the pserver listens: in its log, and to the launcher that
+ * waits for the first port on ready_fd. */
+static void announce(server *s, int base)
+{
+    const pd_server_opts *o = s->o;
+    char range[64] = "";
+    if (s->nlisten > 1) snprintf(range, sizeof range, " (ports %d-%d)", base, base + s->nlisten - 1);
+    PD_INFO("Server listening on %s:%d%s%s", o->bind_addr ? o->bind_addr : "0.0.0.0", base, range,
+            s->listen_fd[MAX_LISTEN] >= 0 ? ", and on Unix sockets for roles on this host" : "");
+    if (o->ready_fd >= 0) {
+        char line[32];
+        int n = snprintf(line, sizeof line, "%d\n", base);
+        if (write(o->ready_fd, line, (size_t)n) != n) PD_WARN("cannot report the port to the launcher");
+        close(o->ready_fd);
+    }
+}
+
 /* Listeners in (on) or out of epoll: out for a moment when no descriptor is
  * left, so that a readable listener cannot spin the loop. */
 static void listeners_watch(server *s, int on)
 {
-    for (int i = 0; i < s->nlisten; i++) {
+    for (int i = 0; i < 2 * MAX_LISTEN; i++) {
+        if (s->listen_fd[i] < 0) continue;
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
         epoll_ctl(s->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->listen_fd[i], &ev);
     }
@@ -1403,10 +1438,29 @@ static int free_slot(server *s)
     return -1;
 }
 
+/* Who is at the other end of accepted fd, for messages: an address and
+ * port, or the process on this host. */
+static void name_peer(int fd, const struct sockaddr_storage *sa, char *out, size_t n)
+{
+    if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+        snprintf(out, n, "%s:%d", ip, ntohs(in->sin_port));
+        return;
+    }
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0)
+        snprintf(out, n, "process %d of this host (Unix socket)", (int)cr.pid);
+    else
+        snprintf(out, n, "a process of this host (Unix socket)");
+}
+
 static void accept_all(server *s, int li)
 {
     for (int n = 0; n < ACCEPTS_PER_WAKE; n++) {
-        struct sockaddr_in sa;
+        struct sockaddr_storage sa;
         socklen_t len = sizeof sa;
         int fd = accept4(s->listen_fd[li], (struct sockaddr *)&sa, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
@@ -1420,7 +1474,7 @@ static void accept_all(server *s, int li)
             continue;
         }
         int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (li < MAX_LISTEN) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         pd_tcp_buffers(fd);
         sconn *c = &s->conns[slot];
         unsigned gen = c->gen;
@@ -1430,11 +1484,9 @@ static void accept_all(server *s, int li)
         c->since = pd_now();
         s->nunauth++;
         pd_conn_init(&c->c, fd, PD_MAX_HANDSHAKE);
-        c->port_index = li;
-        c->kind = li >= s->lay.ports_num;
-        char ip[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
-        snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(sa.sin_port));
+        c->port_index = li % MAX_LISTEN;
+        c->kind = c->port_index >= s->lay.ports_num;
+        name_peer(fd, &sa, c->peer, sizeof c->peer);
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)slot + CONN_ID_BASE};
         epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
     }
@@ -1659,7 +1711,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     s->epfd = -1;
     s->http.listen_fd = s->http.epfd = -1;
     s->ckpt_step = -1;
-    for (int i = 0; i < MAX_LISTEN; i++) s->listen_fd[i] = -1;
+    for (int i = 0; i < 2 * MAX_LISTEN; i++) s->listen_fd[i] = -1;
     s->handshake_timeout = o->handshake_timeout > 0 ? o->handshake_timeout : PD_HANDSHAKE_TIMEOUT_S;
     s->reserve_fd = -1; /* opened once the ports are */
     s->sync = !r->mode || strcmp(r->mode, "async") != 0;
@@ -1693,6 +1745,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     }
     int base = 0;
     if ((rc = open_ports(s, &base)) < 0) goto out;
+    open_unix(s, base);
     s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     listeners_watch(s, 1);
@@ -1705,15 +1758,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     s->max_out = PD_MAX_QUEUED_OUT + (size_t)dense * sizeof(float) + (size_t)s->nblocks * PD_HEADER_SIZE;
     PD_INFO("pserver %d of %d: %d dense blocks (%ld floats), %d sparse tables, %s mode, %d trainers", o->id,
             o->npservers, s->nblocks, dense, s->lay.ntables, s->sync ? "sync" : "async", o->ntrainers);
-    char range[64] = "";
-    if (s->nlisten > 1) snprintf(range, sizeof range, " (ports %d-%d)", base, base + s->nlisten - 1);
-    PD_INFO("Server listening on %s:%d%s", o->bind_addr ? o->bind_addr : "0.0.0.0", base, range);
-    if (o->ready_fd >= 0) {
-        char line[32];
-        int n = snprintf(line, sizeof line, "%d\n", base);
-        if (write(o->ready_fd, line, (size_t)n) != n) PD_WARN("cannot report the port to the launcher");
-        close(o->ready_fd);
-    }
+    announce(s, base);
     s->started = pd_now();
     struct epoll_event evs[MAX_EVENTS];
     while (!(o->stop && *o->stop)) {
@@ -1760,7 +1805,7 @@ out:
     free(s->dirty);
     free(s->again);
     free(s->serving);
-    for (int i = 0; i < s->nlisten; i++)
+    for (int i = 0; i < 2 * MAX_LISTEN; i++)
         if (s->listen_fd[i] >= 0) close(s->listen_fd[i]);
     if (s->epfd >= 0) close(s->epfd);
     if (s->reserve_fd >= 0) close(s->reserve_fd);

@@ -34,19 +34,31 @@ R
     run_capture "$PADDLE" train $opt.lua --batch_size=20 --save_dir=local_$opt
     [ $rc -eq 0 ] || { fail "sync_equals_local_$opt" "paddle train failed: $out"; continue; }
     # 2 trainers of batch 10 (the barrier averages), and 1 trainer of batch
-    # 20 (each push applied alone, straight from its frame)
-    for shape in 2:10 1:20; do
-        t=${shape%%:*}
-        name=sync_equals_local_$opt$([ $t = 1 ] && echo _one_trainer)
-        run_capture "$PADDLE" run $opt.lua --batch_size=${shape#*:} --trainers=$t --pservers=2 --save_dir=dist${t}_$opt
+    # 20 (each push applied alone, straight from its frame); the roles reach
+    # each other over the pservers' Unix sockets, and over TCP when the
+    # recipe says unix_sockets = false
+    for shape in 2:10:unix 1:20:unix 2:10:tcp; do
+        IFS=: read -r t b net <<<"$shape"
+        name=sync_equals_local_$opt$([ $t = 1 ] && echo _one_trainer)$([ $net = tcp ] && echo _over_tcp)
+        run_capture "$PADDLE" run $opt.lua --batch_size=$b --trainers=$t --pservers=2 \
+            --unix_sockets=$([ $net = tcp ] && echo false || echo true) --save_dir=dist${t}${net}_$opt
         [ $rc -eq 0 ] || { fail "$name" "paddle run failed: $out"; continue; }
+        # every trainer's connection to every pserver, over the one asked for
+        want=$((t * 2))
+        if [ $net = unix ]; then pattern='connected from process [0-9]* of this host (Unix socket)$'
+        else pattern='connected from 127\.0\.0\.1:[0-9]*$'; fi
+        n=$(grep -c "trainer [0-9] $pattern" <<<"$out")
+        if [ "$n" != $want ] || { [ $net = tcp ] && grep -q 'Unix socket' <<<"$out"; }; then
+            fail "$name" "not $want connections over $net: $(grep -o 'trainer [0-9] connected from.*' <<<"$out" | head -n 4)"
+            continue
+        fi
         # one thread leaves the pservers a core: the gradients go to them as
         # the backward finishes them (a host of one CPU sends with the step)
         if [ "$(nproc --all)" -gt 1 ] && ! grep -q "gradients go to 2 of 2 pservers as the backward" <<<"$out"; then
             fail "$name" "the trainers did not send early: $(grep -o 'gradients go to.*' <<<"$out" | head -n 1)"
             continue
         fi
-        if msg=$($PY - local_$opt/pass-00001 dist${t}_$opt/pass-00001 <<'P'
+        if msg=$($PY - local_$opt/pass-00001 dist${t}${net}_$opt/pass-00001 <<'P'
 import json, sys
 import numpy as np
 a, b = sys.argv[1], sys.argv[2]
@@ -102,7 +114,7 @@ sed 's/learning_rate = 0.05/learning_rate = 1e-30/' sgd.lua >sgd0.lua
 run_capture "$PADDLE" train sgd0.lua --batch_size=20 --passes=1 --max_batches=1 --save_dir=init_sgd
 if [ $rc -ne 0 ]; then
     fail sync_models_nontrivial "paddle train with learning_rate 1e-30 failed: $out"
-elif msg=$($PY - init_sgd/pass-00000 dist2_sgd/pass-00001 <<'P'
+elif msg=$($PY - init_sgd/pass-00000 dist2unix_sgd/pass-00001 <<'P'
 import json, sys
 import numpy as np
 a, b = sys.argv[1], sys.argv[2]

@@ -85,10 +85,11 @@ check trainer_killed_no_leftovers no_leftovers
 # A hang: trainer 1 stopped with SIGSTOP. The pservers name it within
 # heartbeat_timeout (3 s here) + 5 s, the job restarts from its checkpoint
 # and ends with the same parameters.
+hung_opts=()
 hung() { # NAME WRAP...: run the job (through WRAP), then call hang_$NAME once a checkpoint is complete
     local name=$1 i launcher t0 named; shift
-    "$@" "$PADDLE" run "$recipe" "${opts[@]}" --restarts=2 --heartbeat_timeout=3 --checkpoint_dir=ck_$name \
-        --save_dir=out_$name >$name.out 2>&1 &
+    "$@" "$PADDLE" run "$recipe" "${opts[@]}" "${hung_opts[@]}" --restarts=2 --heartbeat_timeout=3 \
+        --checkpoint_dir=ck_$name --save_dir=out_$name >$name.out 2>&1 &
     launcher=$!
     for i in $(seq 1 300); do have_ckpt ck_$name && break; sleep 0.1; done
     if ! have_ckpt ck_$name || ! hang_$name; then
@@ -117,7 +118,8 @@ check trainer_stopped_no_leftovers no_leftovers
 
 # A network cut: the job runs in a network namespace of its own; a firewall
 # rule there drops every packet to pserver 1's ports. Named within the
-# heartbeat timeout, restarted (on new ports), same parameters.
+# heartbeat timeout, restarted (on new ports), same parameters. Over TCP
+# (unix_sockets = false): the rule cuts TCP only.
 ns=pdcut$$
 if [ "$(id -u)" -eq 0 ] && ip netns add $ns 2>/dev/null && ip netns exec $ns ip link set lo up &&
    ip netns exec $ns iptables -L INPUT >/dev/null 2>&1; then
@@ -128,7 +130,9 @@ if [ "$(id -u)" -eq 0 ] && ip netns add $ns 2>/dev/null && ip netns exec $ns ip 
         [ -n "$ports" ] && ip netns exec $ns iptables -A INPUT -p tcp --dport "$ports" -j DROP
     }
     hang_pattern='sent nothing for\|pserver 1 .*hung\|did not answer'
+    hung_opts=(--unix_sockets=false)
     hung network_cut ip netns exec $ns
+    hung_opts=()
     check network_cut_no_leftovers no_leftovers
     ip netns del $ns
 else

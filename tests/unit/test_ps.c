@@ -3,6 +3,7 @@
  * block ids after authentication. It must drop each of them and go on
  * serving, and apply no update for any of them. */
 #include "test.h"
+#include "../../src/core/crypto.h"
 #include "../../src/core/fs.h"
 #include "../../src/core/pd.h"
 #include "../../src/data/reader.h"
@@ -17,6 +18,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <fcntl.h>
@@ -765,6 +767,82 @@ PD_TEST(client_handshakes_each_pserver_as_it_connects)
     fixture_free(&x);
 }
 
+PD_TEST(unix_sockets_are_named_by_job_pserver_and_port)
+{
+    uint8_t a[PD_JOB_ID], b[PD_JOB_ID];
+    CHECK(pd_random(a, sizeof a) == 0 && pd_random(b, sizeof b) == 0);
+    b[0] = (uint8_t)(a[0] ^ 1);
+    int l = pd_unix_listen(a, 3, 7164, 4);
+    CHECK(l >= 0);
+    /* one live pserver per name */
+    CHECK(pd_unix_listen(a, 3, 7164, 4) < 0 && errno == EADDRINUSE);
+    int c = pd_unix_connect(a, 3, 7164);
+    CHECK(c >= 0);
+    int s = accept(l, NULL, NULL);
+    CHECK(s >= 0);
+    CHECK(write(c, "x", 1) == 1);
+    char ch = 0;
+    CHECK(read(s, &ch, 1) == 1 && ch == 'x');
+    /* another job, pserver or port is another name */
+    CHECK(pd_unix_connect(b, 3, 7164) < 0);
+    CHECK(pd_unix_connect(a, 4, 7164) < 0);
+    CHECK(pd_unix_connect(a, 3, 7165) < 0);
+    close(s);
+    close(c);
+    /* gone with its descriptor: nothing to clean up, free for the next */
+    close(l);
+    CHECK(pd_unix_connect(a, 3, 7164) < 0);
+    l = pd_unix_listen(a, 3, 7164, 4);
+    CHECK(l >= 0);
+    close(l);
+}
+
+PD_TEST(addr_is_here_knows_this_hosts_addresses)
+{
+    struct in_addr in;
+    inet_pton(AF_INET, "127.0.0.9", &in);
+    CHECK(pd_addr_is_here(in.s_addr));
+    /* TEST-NET-1: no host has it */
+    inet_pton(AF_INET, "192.0.2.77", &in);
+    CHECK(!pd_addr_is_here(in.s_addr));
+}
+
+/* A trainer reaches a pserver of its host over the pserver's Unix socket
+ * where both sides allow it, over TCP otherwise; training works either way. */
+PD_TEST(client_reaches_a_pserver_of_its_host_over_its_unix_socket)
+{
+    fixture x;
+    fixture_load(&x, "r.lua", recipe_text);
+    CHECK_EQ_INT(x.r.unix_sockets, 1); /* the default */
+    CHECK_EQ_INT(x.lay.unix_sockets, 1);
+    struct {
+        int server, client, family;
+    } cases[] = {{1, 1, AF_UNIX}, {1, 0, AF_INET}, {0, 1, AF_INET}};
+    for (size_t i = 0; i < PD_COUNT(cases); i++) {
+        x.r.unix_sockets = cases[i].server;
+        int port;
+        pid_t server = start_server(&x.r, &port);
+        x.lay.unix_sockets = cases[i].client;
+        pd_endpoint ep = {"127.0.0.1", port};
+        pd_client c;
+        CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 20) == 0);
+        for (int k = 0; k < c.nper; k++) {
+            struct sockaddr_storage peer;
+            socklen_t len = sizeof peer;
+            CHECK(getpeername(c.conns[k].fd, (struct sockaddr *)&peer, &len) == 0);
+            CHECK_EQ_INT(peer.ss_family, cases[i].family);
+        }
+        CHECK(pd_client_init(&c, &x.net) == 0);
+        CHECK(pd_client_step(&c, &x.net) == 0);
+        pd_client_finish(&c);
+        pd_client_free(&c);
+        int st;
+        CHECK(waitpid(server, &st, 0) == server);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    fixture_free(&x);
+}
+
 /* CPU seconds the process has used. */
 static double cpu_seconds(pid_t pid)
 {
@@ -788,7 +866,8 @@ PD_TEST(pserver_out_of_descriptors_does_not_spin)
     fixture x;
     fixture_load(&x, "r.lua", recipe_text);
     int port;
-    server_env env = {.spare_fds = 3, .nlisten = x.lay.ports_num + x.lay.ports_sparse};
+    /* a TCP port and a Unix socket each */
+    server_env env = {.spare_fds = 3, .nlisten = 2 * (x.lay.ports_num + x.lay.ports_sparse)};
     pid_t server = start_server_env(&x.r, &port, &env);
     int fds[20];
     for (int i = 0; i < 20; i++) fds[i] = dial(port);
