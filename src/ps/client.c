@@ -74,8 +74,10 @@ static int try_connect(const pd_client *c, const char *host, int server, int por
     snprintf(ps, sizeof ps, "%d", port);
     if (getaddrinfo(host, ps, &hints, &res) != 0 || !res) return -1;
     int fd = -1;
-    if (c->lay->unix_sockets && pd_addr_is_here(((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr))
-        fd = pd_unix_connect(job, server, port);
+    uint32_t addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr;
+    /* a pserver listening on that address, or on every interface */
+    if (c->lay->unix_sockets && pd_addr_is_here(addr) && (fd = pd_unix_connect(job, server, addr, port)) < 0)
+        fd = pd_unix_connect(job, server, htonl(INADDR_ANY), port);
     if (fd < 0) {
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0) {

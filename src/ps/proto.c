@@ -631,22 +631,24 @@ int pd_tcp_listen(const char *addr, int port, int backlog)
     return fd;
 }
 
-/* "\0paddle-ps/JOB/SERVER/PORT" (the leading NUL: the abstract namespace) */
-static socklen_t unix_addr(struct sockaddr_un *sa, const uint8_t *job, int server, int port)
+/* "\0paddle-ps/JOB/SERVER/ADDR:PORT" (the leading NUL: the abstract namespace) */
+static socklen_t unix_addr(struct sockaddr_un *sa, const uint8_t *job, int server, uint32_t addr, int port)
 {
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
-    char *p = sa->sun_path + 1;
+    char *p = sa->sun_path + 1, ip[INET_ADDRSTRLEN];
     size_t cap = sizeof sa->sun_path - 1, n = (size_t)snprintf(p, cap, "paddle-ps/");
     for (int i = 0; i < PD_JOB_ID; i++) n += (size_t)snprintf(p + n, cap - n, "%02x", job[i]);
-    n += (size_t)snprintf(p + n, cap - n, "/%d/%d", server, port);
+    struct in_addr in = {.s_addr = addr};
+    inet_ntop(AF_INET, &in, ip, sizeof ip);
+    n += (size_t)snprintf(p + n, cap - n, "/%d/%s:%d", server, ip, port);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-int pd_unix_listen(const uint8_t *job, int server, int port, int backlog)
+int pd_unix_listen(const uint8_t *job, int server, uint32_t addr, int port, int backlog)
 {
     struct sockaddr_un sa;
-    socklen_t len = unix_addr(&sa, job, server, port);
+    socklen_t len = unix_addr(&sa, job, server, addr, port);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return -1;
     if (bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, backlog) < 0) {
@@ -658,10 +660,10 @@ int pd_unix_listen(const uint8_t *job, int server, int port, int backlog)
     return fd;
 }
 
-int pd_unix_connect(const uint8_t *job, int server, int port)
+int pd_unix_connect(const uint8_t *job, int server, uint32_t addr, int port)
 {
     struct sockaddr_un sa;
-    socklen_t len = unix_addr(&sa, job, server, port);
+    socklen_t len = unix_addr(&sa, job, server, addr, port);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len) < 0) {
         close(fd);

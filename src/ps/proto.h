@@ -133,11 +133,14 @@ void pd_tcp_buffers(int fd);
  * TCP ports: loopback TCP runs the whole TCP/IP stack twice per send, a
  * Unix socket copies once (a 380 KB step each way: 0.4 of the time).
  * Abstract (no file to clean up; gone with the last descriptor), named by
- * the job, the pserver and the port, so that no two live pservers share a
- * name. pd_unix_listen: the non-blocking listening fd, or -1 (errno set);
+ * the job, the pserver and the address and port its TCP listener is bound
+ * to (addr in network order; INADDR_ANY for every interface): only the
+ * process that holds that TCP port can hold the name, so a trainer that
+ * reaches the name reaches the pserver of that endpoint, as over TCP.
+ * pd_unix_listen: the non-blocking listening fd, or -1 (errno set);
  * pd_unix_connect: a connected blocking fd, or -1. */
-int pd_unix_listen(const uint8_t *job, int server, int port, int backlog);
-int pd_unix_connect(const uint8_t *job, int server, int port);
+int pd_unix_listen(const uint8_t *job, int server, uint32_t addr, int port, int backlog);
+int pd_unix_connect(const uint8_t *job, int server, uint32_t addr, int port);
 /* Is IPv4 address addr (network order) one of this host's, in this network
  * namespace (where its abstract Unix sockets are)? */
 int pd_addr_is_here(uint32_t addr);

@@ -1362,7 +1362,10 @@ static void open_unix(server *s, int base)
 {
     if (!s->lay.unix_sockets) return;
     for (int i = 0; i < s->nlisten; i++) {
-        int fd = pd_unix_listen(s->o->job, s->o->id, base + i, LISTEN_BACKLOG);
+        struct sockaddr_in sa;
+        socklen_t len = sizeof sa;
+        if (getsockname(s->listen_fd[i], (struct sockaddr *)&sa, &len) < 0) continue;
+        int fd = pd_unix_listen(s->o->job, s->o->id, sa.sin_addr.s_addr, base + i, LISTEN_BACKLOG);
         if (fd < 0) {
             PD_WARN("no Unix socket for port %d (%s): roles on this host connect over TCP", base + i,
                     strerror(errno));

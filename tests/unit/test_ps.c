@@ -52,6 +52,7 @@ typedef struct server_env {
     int id, npservers;          /* npservers 0: pserver 0 of 1 */
     int port;                   /* 0: any free ports */
     int ntrainers;              /* 0: 1 */
+    int bind_any;               /* listen on every interface, not 127.0.0.1 */
 } server_env;
 
 static pid_t start_server_env(pd_recipe *r, int *port, const server_env *env)
@@ -75,6 +76,7 @@ static pid_t start_server_env(pd_recipe *r, int *port, const server_env *env)
         }
         o.handshake_timeout = env ? env->handshake_timeout : 0;
         if (env && env->ntrainers > 0) o.ntrainers = env->ntrainers;
+        if (env && env->bind_any) o.bind_addr = NULL;
         if (env && env->spare_fds > 0) {
             /* the lowest free descriptor, then the server's own: listeners,
              * epoll, its reserve */
@@ -767,32 +769,37 @@ PD_TEST(client_handshakes_each_pserver_as_it_connects)
     fixture_free(&x);
 }
 
-PD_TEST(unix_sockets_are_named_by_job_pserver_and_port)
+PD_TEST(unix_sockets_are_named_by_job_pserver_and_endpoint)
 {
     uint8_t a[PD_JOB_ID], b[PD_JOB_ID];
     CHECK(pd_random(a, sizeof a) == 0 && pd_random(b, sizeof b) == 0);
     b[0] = (uint8_t)(a[0] ^ 1);
-    int l = pd_unix_listen(a, 3, 7164, 4);
+    struct in_addr lo, lo2;
+    inet_pton(AF_INET, "127.0.0.1", &lo);
+    inet_pton(AF_INET, "127.0.0.2", &lo2);
+    int l = pd_unix_listen(a, 3, lo.s_addr, 7164, 4);
     CHECK(l >= 0);
     /* one live pserver per name */
-    CHECK(pd_unix_listen(a, 3, 7164, 4) < 0 && errno == EADDRINUSE);
-    int c = pd_unix_connect(a, 3, 7164);
+    CHECK(pd_unix_listen(a, 3, lo.s_addr, 7164, 4) < 0 && errno == EADDRINUSE);
+    int c = pd_unix_connect(a, 3, lo.s_addr, 7164);
     CHECK(c >= 0);
     int s = accept(l, NULL, NULL);
     CHECK(s >= 0);
     CHECK(write(c, "x", 1) == 1);
     char ch = 0;
     CHECK(read(s, &ch, 1) == 1 && ch == 'x');
-    /* another job, pserver or port is another name */
-    CHECK(pd_unix_connect(b, 3, 7164) < 0);
-    CHECK(pd_unix_connect(a, 4, 7164) < 0);
-    CHECK(pd_unix_connect(a, 3, 7165) < 0);
+    /* another job, pserver, address or port is another name */
+    CHECK(pd_unix_connect(b, 3, lo.s_addr, 7164) < 0);
+    CHECK(pd_unix_connect(a, 4, lo.s_addr, 7164) < 0);
+    CHECK(pd_unix_connect(a, 3, lo2.s_addr, 7164) < 0);
+    CHECK(pd_unix_connect(a, 3, htonl(INADDR_ANY), 7164) < 0);
+    CHECK(pd_unix_connect(a, 3, lo.s_addr, 7165) < 0);
     close(s);
     close(c);
     /* gone with its descriptor: nothing to clean up, free for the next */
     close(l);
-    CHECK(pd_unix_connect(a, 3, 7164) < 0);
-    l = pd_unix_listen(a, 3, 7164, 4);
+    CHECK(pd_unix_connect(a, 3, lo.s_addr, 7164) < 0);
+    l = pd_unix_listen(a, 3, lo.s_addr, 7164, 4);
     CHECK(l >= 0);
     close(l);
 }
@@ -815,13 +822,16 @@ PD_TEST(client_reaches_a_pserver_of_its_host_over_its_unix_socket)
     fixture_load(&x, "r.lua", recipe_text);
     CHECK_EQ_INT(x.r.unix_sockets, 1); /* the default */
     CHECK_EQ_INT(x.lay.unix_sockets, 1);
+    /* the server's Unix sockets, the client's, the server listening on
+     * every interface (the client asked for 127.0.0.1) */
     struct {
-        int server, client, family;
-    } cases[] = {{1, 1, AF_UNIX}, {1, 0, AF_INET}, {0, 1, AF_INET}};
+        int server, client, any, family;
+    } cases[] = {{1, 1, 0, AF_UNIX}, {1, 0, 0, AF_INET}, {0, 1, 0, AF_INET}, {1, 1, 1, AF_UNIX}};
     for (size_t i = 0; i < PD_COUNT(cases); i++) {
         x.r.unix_sockets = cases[i].server;
         int port;
-        pid_t server = start_server(&x.r, &port);
+        server_env env = {.bind_any = cases[i].any};
+        pid_t server = start_server_env(&x.r, &port, &env);
         x.lay.unix_sockets = cases[i].client;
         pd_endpoint ep = {"127.0.0.1", port};
         pd_client c;
