@@ -192,6 +192,17 @@ err:
     return rc;
 }
 
+int pd_client_unix_count(const pd_client *c)
+{
+    int n = 0;
+    for (int s = 0; s < c->np; s++) {
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof peer;
+        n += getpeername(c->conns[s * c->nper].fd, (struct sockaddr *)&peer, &len) == 0 && peer.ss_family == AF_UNIX;
+    }
+    return n;
+}
+
 void pd_client_free(pd_client *c)
 {
     for (int i = 0; c->conns && i < c->np * c->nper; i++)

@@ -81,6 +81,9 @@ int pd_endpoints_parse(const char *spec, int default_port, pd_endpoint **eps, in
 
 int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps, int np, int trainer,
                       const uint8_t *secret, const uint8_t *job, double timeout);
+/* How many of the pservers this client reaches over their Unix sockets
+ * (those of its own host, docs/protocol.md). */
+int pd_client_unix_count(const pd_client *c);
 int pd_client_init(pd_client *c, pd_net *net);
 int pd_client_pull_rows(pd_client *c, pd_net *net);
 int pd_client_step(pd_client *c, pd_net *net);

@@ -48,7 +48,10 @@ R
         if [ $net = unix ]; then pattern='connected from process [0-9]* of this host (Unix socket)$'
         else pattern='connected from 127\.0\.0\.1:[0-9]*$'; fi
         n=$(grep -c "trainer [0-9] $pattern" <<<"$out")
-        if [ "$n" != $want ] || { [ $net = tcp ] && grep -q 'Unix socket' <<<"$out"; }; then
+        # and each trainer says so (over Unix sockets)
+        said=$(grep -c 'trainer [0-9]: 2 of 2 pservers on this host, reached over their Unix sockets' <<<"$out")
+        if [ "$n" != $want ] || { [ $net = tcp ] && grep -q 'Unix socket' <<<"$out"; } ||
+           { [ $net = unix ] && [ "$said" != $t ]; }; then
             fail "$name" "not $want connections over $net: $(grep -o 'trainer [0-9] connected from.*' <<<"$out" | head -n 4)"
             continue
         fi
