@@ -192,14 +192,22 @@ err:
     return rc;
 }
 
+/* The family of connected socket fd's peer (-1: none), and its IPv4
+ * address in *addr. */
+static int peer_family(int fd, uint32_t *addr)
+{
+    struct sockaddr_storage peer;
+    socklen_t len = sizeof peer;
+    if (getpeername(fd, (struct sockaddr *)&peer, &len) < 0) return -1;
+    if (peer.ss_family == AF_INET) *addr = ((struct sockaddr_in *)&peer)->sin_addr.s_addr;
+    return peer.ss_family;
+}
+
 int pd_client_unix_count(const pd_client *c)
 {
     int n = 0;
-    for (int s = 0; s < c->np; s++) {
-        struct sockaddr_storage peer;
-        socklen_t len = sizeof peer;
-        n += getpeername(c->conns[s * c->nper].fd, (struct sockaddr *)&peer, &len) == 0 && peer.ss_family == AF_UNIX;
-    }
+    uint32_t addr;
+    for (int s = 0; s < c->np; s++) n += peer_family(c->conns[s * c->nper].fd, &addr) == AF_UNIX;
     return n;
 }
 
@@ -1100,18 +1108,13 @@ static int grad_ready(void *ctx, pd_net *net, pd_param *p)
     return flush_some(c, c->early_to);
 }
 
-/* Is the peer of connected socket fd on this host (a Unix socket, a
- * loopback address, or the address the connection leaves from)? */
+/* Is the peer of connected socket fd on this host (a Unix socket, or an
+ * address of this host)? */
 static int same_host(int fd)
 {
-    struct sockaddr_storage peer, self;
-    socklen_t pl = sizeof peer, sl = sizeof self;
-    if (getpeername(fd, (struct sockaddr *)&peer, &pl) < 0 || getsockname(fd, (struct sockaddr *)&self, &sl) < 0)
-        return 0;
-    if (peer.ss_family == AF_UNIX) return 1;
-    if (peer.ss_family != AF_INET) return 0;
-    uint32_t p = ((struct sockaddr_in *)&peer)->sin_addr.s_addr;
-    return (ntohl(p) >> 24) == 127 || p == ((struct sockaddr_in *)&self)->sin_addr.s_addr;
+    uint32_t addr = 0;
+    int family = peer_family(fd, &addr);
+    return family == AF_UNIX || (family == AF_INET && pd_addr_is_here(addr));
 }
 
 int pd_client_send_early(pd_client *c, pd_net *net, int local_too)
