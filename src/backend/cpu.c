@@ -896,13 +896,8 @@ void pd_blas_threads(int n)
     openblas_single();
 }
 
-void pd_blas_quiet(void)
-{
-    pthread_mutex_lock(&gp.mu);
-    if (gp.nthreads == 0) gp.nthreads = PD_MAX(1, PD_MIN(openblas_get_num_threads(), MAX_THREADS));
-    pthread_mutex_unlock(&gp.mu);
-    openblas_single();
-}
+/* (the count OpenBLAS would have used is kept for the products) */
+void pd_blas_quiet(void) { pd_blas_threads(pd_blas_threads_get()); }
 
 int pd_blas_threads_get(void)
 {
