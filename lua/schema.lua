@@ -27,6 +27,7 @@ S.blocks = {
     ports_num = int(1, 64, 1),
     ports_num_for_sparse = int(0, 64, 1),
     unix_sockets = bool(true),
+    shared_memory = bool(true),
     ld_library_path = str(nil),
     identity_files = strlist(),
     use_agent = bool(true),

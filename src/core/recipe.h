@@ -82,6 +82,7 @@ typedef struct pd_recipe {
     char *root_dir, *nic, *ld_library_path, *known_hosts;
     int port, ports_num, ports_num_for_sparse;
     int unix_sockets;
+    int shared_memory;
     int use_agent;
     double connect_timeout;
     int nidentity;

@@ -149,6 +149,7 @@ static void read_cluster(lua_State *L, int top, pd_recipe *r)
     r->ports_num = get_int(L, t, "ports_num");
     r->ports_num_for_sparse = get_int(L, t, "ports_num_for_sparse");
     r->unix_sockets = get_bool(L, t, "unix_sockets");
+    r->shared_memory = get_bool(L, t, "shared_memory");
     r->use_agent = get_bool(L, t, "use_agent");
     r->connect_timeout = get_num(L, t, "connect_timeout");
     get_strlist(L, t, "identity_files", &r->identity_files, &r->nidentity);

@@ -128,6 +128,20 @@ static int handshake(pd_client *c, pd_conn *k, int server, const uint8_t *secret
     return 0;
 }
 
+static int peer_family(int fd, uint32_t *addr);
+
+/* Shared memory with a pserver reached over its Unix socket, where the job
+ * allows it: < 0 only when the connection failed. */
+static int offer_rings(pd_client *c, pd_conn *k, int server)
+{
+    uint32_t addr;
+    if (!c->lay->shared_memory || peer_family(k->fd, &addr) != AF_UNIX) return 0;
+    int rc = pd_conn_offer_rings(k, c->timeout);
+    if (rc < 0) return pd_err_set(rc, "pserver %d: %s", server, pd_err_msg());
+    if (rc == 0) PD_WARN("pserver %d: no shared memory (%s): its frames go through its Unix socket", server, pd_err_msg());
+    return 0;
+}
+
 static void *place_values(void *ctx, const pd_frame *h);
 
 int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps, int np, int trainer,
@@ -169,6 +183,7 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
             /* at once: a pserver drops a peer that stays silent for
              * PD_HANDSHAKE_TIMEOUT_S, and the others may start much later */
             if ((rc = handshake(c, &c->conns[i], i / c->nper, secret, job)) < 0) goto err;
+            if ((rc = offer_rings(c, &c->conns[i], i / c->nper)) < 0) goto err;
         }
         if (nmissing == 0) break;
         if (pd_now() - start > timeout) {
@@ -208,6 +223,13 @@ int pd_client_unix_count(const pd_client *c)
     int n = 0;
     uint32_t addr;
     for (int s = 0; s < c->np; s++) n += peer_family(c->conns[s * c->nper].fd, &addr) == AF_UNIX;
+    return n;
+}
+
+int pd_client_ring_count(const pd_client *c)
+{
+    int n = 0;
+    for (int s = 0; s < c->np; s++) n += c->conns[s * c->nper].rings != NULL;
     return n;
 }
 
@@ -313,7 +335,7 @@ static int feed(pd_client *c, int all)
             continue;
         }
         pd_conn *conn = dense_conn(c, k);
-        if (!all && conn->out_len - conn->out_off >= FEED_AHEAD) {
+        if (!all && pd_conn_unsent(conn) >= FEED_AHEAD) {
             left = 1;
             continue;
         }
@@ -1096,7 +1118,7 @@ static int grad_ready(void *ctx, pd_net *net, pd_param *p)
          * EARLY_SEND (the rows for the others wait for the step) */
         size_t unsent = 0;
         for (int i = 0; i < c->np * c->nper; i++)
-            if (c->early_to[i / c->nper]) unsent += c->conns[i].out_len - c->conns[i].out_off;
+            if (c->early_to[i / c->nper]) unsent += pd_conn_unsent(&c->conns[i]);
         if (unsent < EARLY_SEND) return 0;
     } else {
         /* large blocks leave as they are queued (pd_conn_queue); small

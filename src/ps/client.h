@@ -84,6 +84,8 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
 /* How many of the pservers this client reaches over their Unix sockets
  * (those of its own host, docs/protocol.md). */
 int pd_client_unix_count(const pd_client *c);
+/* How many of them it shares memory with (ring.h). */
+int pd_client_ring_count(const pd_client *c);
 int pd_client_init(pd_client *c, pd_net *net);
 int pd_client_pull_rows(pd_client *c, pd_net *net);
 int pd_client_step(pd_client *c, pd_net *net);

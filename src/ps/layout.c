@@ -16,6 +16,7 @@ int pd_layout_make(pd_layout *l, const pd_recipe *r, int npservers)
     l->ports_num = r->ports_num > 0 ? r->ports_num : 1;
     l->ports_sparse = r->ports_num_for_sparse > 0 ? r->ports_num_for_sparse : 1;
     l->unix_sockets = r->unix_sockets;
+    l->shared_memory = r->shared_memory;
     int maxp = 0;
     for (int i = 0; i < r->nlayers; i++) maxp += r->layers[i].nparams;
     l->params = pd_xcalloc((size_t)maxp + 1, sizeof *l->params);

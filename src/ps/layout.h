@@ -39,6 +39,7 @@ typedef struct pd_layout {
     int *tables;        /* table -> param */
     int npservers, ports_num, ports_sparse;
     int unix_sockets;   /* roles on a pserver's host connect over its Unix sockets */
+    int shared_memory;  /* and offer it shared memory there (ring.h) */
     uint8_t digest[32];
 } pd_layout;
 

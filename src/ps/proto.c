@@ -1,5 +1,6 @@
 /* proto.c - frames, buffered connections, checksum, HMAC. */
 #include "proto.h"
+#include "ring.h"
 #include "../core/crypto.h"
 #include "../core/pd.h"
 
@@ -235,6 +236,9 @@ const char *pd_msg_name(int type)
     case PD_MSG_SAVED: return "SAVED";
     case PD_MSG_FINISH: return "FINISH";
     case PD_MSG_HEARTBEAT: return "HEARTBEAT";
+    case PD_MSG_RING: return "RING";
+    case PD_MSG_RING_OK: return "RING_OK";
+    case PD_MSG_RING_FRAME: return "RING_FRAME";
     case PD_MSG_ERROR: return "ERROR";
     }
     return NULL;
@@ -250,6 +254,9 @@ void pd_conn_init(pd_conn *c, int fd, size_t max_frame)
 void pd_conn_free(pd_conn *c)
 {
     if (c->fd >= 0) close(c->fd);
+    if (c->held_fd) close(c->held_fd - 1);
+    if (c->rings) pd_rings_free(c->rings);
+    free(c->rings);
     free(c->in);
     free(c->out);
     free(c->rbuf);
@@ -270,11 +277,47 @@ static void wr32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
+static uint64_t rd64(const uint8_t *p)
+{
+    return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
+}
+
+static void wr64(uint8_t *p, uint64_t v)
+{
+    wr32(p, (uint32_t)v);
+    wr32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* recv, keeping the first descriptor the peer passes (the others are
+ * closed at once). */
+static ssize_t recv_keeping_fd(pd_conn *c, void *buf, size_t n)
+{
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {buf, n};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = &ctl, .msg_controllen = sizeof ctl};
+    ssize_t k = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC);
+    if (k < 0) return k;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+        size_t nfd = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfd; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+            if (!c->held_fd) c->held_fd = fd + 1;
+            else close(fd);
+        }
+    }
+    return k;
+}
+
 /* recv what the socket has: > 0 bytes; 0 when nothing now or at EOF (*eof
  * set; a reset counts as EOF); < 0 on an error (message set). */
 static ssize_t recv_some(pd_conn *c, void *buf, size_t n, int *eof)
 {
-    ssize_t k = recv(c->fd, buf, n, 0);
+    ssize_t k = c->take_fd ? recv_keeping_fd(c, buf, n) : recv(c->fd, buf, n, 0);
     if (k > 0) {
         c->bytes_in += (uint64_t)k;
         return k;
@@ -325,6 +368,46 @@ static ssize_t fill(pd_conn *c, int *eof)
     return n;
 }
 
+/* The connection's own buffer, grown to len bytes: 0, or PD_ENOMEM
+ * (message set). */
+static int grow_in(pd_conn *c, size_t len)
+{
+    if (len <= c->in_cap) return 0;
+    free(c->in);
+    c->in = malloc(len);
+    c->in_cap = c->in ? len : 0;
+    return c->in ? 0 : pd_err_set(PD_ENOMEM, "cannot allocate %zu bytes for a frame", len);
+}
+
+/* A RING_FRAME's payload: the frame's type, its length and where its
+ * payload starts in the sender's ring. */
+#define RING_REF 16
+
+/* The frame a RING_FRAME names (its payload r, checked), copied out of the
+ * peer's ring into place: 1, or < 0 (message set). */
+static int take_ring_frame(pd_conn *c, const uint8_t *r, pd_frame *f)
+{
+    pd_frame h = {.type = (uint16_t)rd32(r), .len = rd32(r + 4), .a = c->cur.a, .b = c->cur.b};
+    uint64_t start = rd64(r + 8);
+    if (!c->rings) return pd_err_set(PD_EPROTO, "RING_FRAME on a connection without shared memory");
+    if (rd32(r) > 0xffff || !pd_msg_name(h.type) || h.type == PD_MSG_RING_FRAME || h.len == 0)
+        return pd_err_set(PD_EPROTO, "RING_FRAME of message type %u, %u bytes", rd32(r), h.len);
+    if (h.len > c->max_frame)
+        return pd_err_set(PD_ERANGE, "%s frame of %u bytes is over the %zu limit", pd_msg_name(h.type), h.len,
+                          c->max_frame);
+    const uint8_t *src = pd_ring_at(&c->rings->rx, start, h.len);
+    if (!src) return PD_EPROTO;
+    uint8_t *dst = c->place ? c->place(c->place_ctx, &h) : NULL;
+    if (!dst && grow_in(c, h.len) < 0) return PD_ENOMEM;
+    if (!dst) dst = c->in;
+    memcpy(dst, src, h.len);
+    pd_ring_read(&c->rings->rx, start, h.len);
+    c->bytes_in += h.len;
+    *f = h;
+    f->payload = dst;
+    return 1;
+}
+
 /* Decode the header at the read position and pick where its payload goes. */
 static int take_header(pd_conn *c)
 {
@@ -344,16 +427,11 @@ static int take_header(pd_conn *c)
     if (c->cur.len > c->max_frame)
         return pd_err_set(PD_ERANGE, "%s frame of %u bytes is over the %zu limit", pd_msg_name(c->cur.type),
                           c->cur.len, c->max_frame);
-    c->dst = c->place && c->cur.len ? c->place(c->place_ctx, &c->cur) : NULL;
-    if (!c->dst && c->cur.len > c->in_cap) {
-        free(c->in);
-        c->in = malloc(c->cur.len);
-        if (!c->in) {
-            c->in_cap = 0;
-            return pd_err_set(PD_ENOMEM, "cannot allocate %u bytes for a frame", c->cur.len);
-        }
-        c->in_cap = c->cur.len;
-    }
+    if (c->cur.type == PD_MSG_RING_FRAME && c->cur.len != RING_REF)
+        return pd_err_set(PD_EPROTO, "RING_FRAME of %u bytes", c->cur.len);
+    int placed = c->place && c->cur.len && c->cur.type != PD_MSG_RING_FRAME;
+    c->dst = placed ? c->place(c->place_ctx, &c->cur) : NULL;
+    if (!c->dst && grow_in(c, c->cur.len) < 0) return PD_ENOMEM;
     if (!c->dst) c->dst = c->in;
     c->in_got = 0;
     c->have_hdr = 1;
@@ -389,9 +467,14 @@ int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)
         }
         if (pd_frame_sum(c->dst, c->cur.len) != c->cur_sum)
             return pd_err_set(PD_EPROTO, "%s frame of %u bytes: bad checksum", pd_msg_name(c->cur.type), c->cur.len);
+        c->have_hdr = 0;
+        if (c->cur.type == PD_MSG_RING_FRAME) {
+            uint8_t ref[RING_REF];
+            memcpy(ref, c->dst, RING_REF); /* the copy may reuse the buffer */
+            return take_ring_frame(c, ref, f);
+        }
         *f = c->cur;
         f->payload = c->dst;
-        c->have_hdr = 0;
         return 1;
     }
 }
@@ -451,6 +534,7 @@ static int send_direct(pd_conn *c, int type, uint32_t a, uint32_t b, const void 
         sent = 0;
     } else {
         c->out_off = c->out_len = 0;
+        c->ring_unsent = 0;
         sent -= unsent;
     }
     if (sent == total) return 0;
@@ -480,12 +564,46 @@ static int may_queue(pd_conn *c, int type, size_t len)
     return 0;
 }
 
+/* Room for a payload of len bytes in the ring to the peer (at
+ * c->ring_start), or NULL: no ring, a small payload, or no room now. */
+static uint8_t *ring_room(pd_conn *c, size_t len)
+{
+    if (!c->rings || len < PD_RING_MIN) return NULL;
+    return pd_ring_room(&c->rings->tx, len, &c->ring_start);
+}
+
+/* The payload written at ring_room's place: queue the RING_FRAME that
+ * names it, and send what waits when the frame is one that would go to
+ * the socket at once (at_once: as pd_conn_queue sends a large frame). */
+static void ring_commit(pd_conn *c, int type, uint32_t a, uint32_t b, size_t len, int at_once)
+{
+    pd_ring_wrote(&c->rings->tx, c->ring_start, len);
+    c->bytes_out += len;
+    c->ring_unsent += len;
+    out_reserve(c, PD_HEADER_SIZE + RING_REF);
+    uint8_t *h = c->out + c->out_len, *ref = h + PD_HEADER_SIZE;
+    wr32(ref, (uint32_t)type);
+    wr32(ref + 4, (uint32_t)len);
+    wr64(ref + 8, c->ring_start);
+    put_header(h, PD_MSG_RING_FRAME, RING_REF, a, b, pd_frame_sum(ref, RING_REF));
+    c->out_len += PD_HEADER_SIZE + RING_REF;
+    /* an error shows at the next flush */
+    if (at_once && c->fd >= 0) pd_conn_flush(c);
+}
+
 int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, size_t n1, const void *p2,
                   size_t n2)
 {
     size_t len = n1 + n2;
     int rc = may_queue(c, type, len);
     if (rc < 0) return rc;
+    uint8_t *r = ring_room(c, len);
+    if (r) {
+        memcpy(r, p1, n1);
+        if (n2) memcpy(r + n1, p2, n2);
+        ring_commit(c, type, a, b, len, n2 == 0 && n1 >= DIRECT_MIN);
+        return 0;
+    }
     if (n2 == 0 && n1 >= DIRECT_MIN && c->fd >= 0) return send_direct(c, type, a, b, p1, n1);
     out_reserve(c, PD_HEADER_SIZE + len);
     uint8_t *h = c->out + c->out_len, *body = h + PD_HEADER_SIZE;
@@ -499,12 +617,20 @@ int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, 
 uint8_t *pd_conn_reserve(pd_conn *c, int type, size_t len)
 {
     if (may_queue(c, type, len) < 0) return NULL;
+    uint8_t *r = ring_room(c, len);
+    c->ring_reserved = r != NULL;
+    if (r) return r;
     out_reserve(c, PD_HEADER_SIZE + len);
     return c->out + c->out_len + PD_HEADER_SIZE;
 }
 
 void pd_conn_commit(pd_conn *c, int type, uint32_t a, uint32_t b, size_t len)
 {
+    if (c->ring_reserved) {
+        c->ring_reserved = 0;
+        ring_commit(c, type, a, b, len, 0);
+        return;
+    }
     uint8_t *h = c->out + c->out_len;
     PD_ASSERT(c->out_len + PD_HEADER_SIZE + len <= c->out_cap);
     put_header(h, type, (uint32_t)len, a, b, pd_frame_sum(h + PD_HEADER_SIZE, len));
@@ -524,7 +650,13 @@ int pd_conn_flush(pd_conn *c)
         c->out_off += (size_t)n;
     }
     c->out_off = c->out_len = 0;
+    c->ring_unsent = 0;
     return 1;
+}
+
+size_t pd_conn_unsent(const pd_conn *c)
+{
+    return c->out_len - c->out_off + c->ring_unsent;
 }
 
 static int wait_fd(int fd, short events, double deadline)
@@ -558,6 +690,84 @@ int pd_conn_recv(pd_conn *c, pd_frame *f, double timeout_s)
         if (eof) return pd_err_set(PD_ECONN, "connection closed by the peer");
         if ((rc = wait_fd(c->fd, POLLIN, deadline)) < 0) return rc;
     }
+}
+
+/* Send header h with descriptor fd attached (blocking, up to deadline). */
+static int send_with_fd(pd_conn *c, const uint8_t *h, int fd, double deadline)
+{
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {(void *)h, PD_HEADER_SIZE};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = &ctl, .msg_controllen = sizeof ctl};
+    struct cmsghdr *ch = CMSG_FIRSTHDR(&m);
+    ch->cmsg_level = SOL_SOCKET;
+    ch->cmsg_type = SCM_RIGHTS;
+    ch->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(ch), &fd, sizeof fd);
+    int rc = pd_conn_send_all(c, deadline - pd_now()); /* nothing may wait before it */
+    ssize_t k = -1;
+    while (rc == 0 && (k = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) rc = wait_fd(c->fd, POLLOUT, deadline);
+        else if (errno != EINTR) rc = pd_err_set(PD_ECONN, "write failed: %s", strerror(errno));
+    }
+    if (rc < 0 || k < 0) return rc < 0 ? rc : PD_ECONN;
+    c->bytes_out += (uint64_t)k;
+    if ((size_t)k == PD_HEADER_SIZE) return 0;
+    /* the descriptor went with the first byte; the rest as any bytes */
+    out_reserve(c, PD_HEADER_SIZE - (size_t)k);
+    memcpy(c->out + c->out_len, h + k, PD_HEADER_SIZE - (size_t)k);
+    c->out_len += PD_HEADER_SIZE - (size_t)k;
+    return pd_conn_send_all(c, deadline - pd_now());
+}
+
+int pd_conn_offer_rings(pd_conn *c, double timeout_s)
+{
+    double deadline = pd_now() + timeout_s;
+    pd_rings *r = pd_xmalloc(sizeof *r);
+    int fd = pd_rings_create(r, PD_RING_SIZE);
+    if (fd < 0) {
+        free(r);
+        return 0;
+    }
+    uint8_t h[PD_HEADER_SIZE];
+    put_header(h, PD_MSG_RING, 0, PD_RING_SIZE, 0, pd_frame_sum(NULL, 0));
+    int rc = send_with_fd(c, h, fd, deadline);
+    close(fd);
+    pd_frame f;
+    if (rc == 0) rc = pd_conn_recv(c, &f, deadline - pd_now());
+    if (rc == 0 && f.type == PD_MSG_RING_OK && f.a == 1 && f.len == 0) {
+        c->rings = r;
+        return 1;
+    }
+    pd_rings_free(r);
+    free(r);
+    if (rc < 0) return rc;
+    if (f.type == PD_MSG_RING_OK && f.a == 0) {
+        pd_err_set(PD_EIO, "the pserver did not take it: %.*s", (int)PD_MIN(f.len, 300),
+                   f.len ? (char *)f.payload : "");
+        return 0;
+    }
+    return pd_err_set(PD_EPROTO, "expected RING_OK, got %s", pd_msg_name(f.type));
+}
+
+int pd_conn_take_rings(pd_conn *c, uint32_t size)
+{
+    if (c->rings) return pd_err_set(PD_EPROTO, "shared memory offered twice");
+    if (!c->held_fd) return pd_err_set(PD_EPROTO, "no descriptor came with the offer");
+    int fd = c->held_fd - 1;
+    c->held_fd = 0;
+    pd_rings *r = pd_xmalloc(sizeof *r);
+    int rc = pd_rings_map(r, fd, size);
+    close(fd);
+    if (rc < 0) {
+        free(r);
+        return rc;
+    }
+    c->rings = r;
+    return 0;
 }
 
 void pd_proof(const uint8_t *secret, const char *label, const uint8_t *a, const uint8_t *b, const uint8_t *job,

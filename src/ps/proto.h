@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define PD_PROTO_MAGIC 0x53504450u /* "PDPS" little-endian */
-#define PD_PROTO_VERSION 2
+#define PD_PROTO_VERSION 3
 #define PD_HEADER_SIZE 24
 #define PD_BLOCK_FLOATS 65536
 #define PD_MAX_HANDSHAKE 512
@@ -41,6 +41,8 @@ enum {
     PD_MSG_SAVE = 50, PD_MSG_SAVED = 51,
     PD_MSG_FINISH = 60,
     PD_MSG_HEARTBEAT = 70,
+    /* shared memory between roles on one host (ring.h) */
+    PD_MSG_RING = 80, PD_MSG_RING_OK = 81, PD_MSG_RING_FRAME = 82,
     PD_MSG_ERROR = 90,
 };
 
@@ -73,6 +75,14 @@ typedef struct pd_conn {
     uint8_t *dst;       /* the payload being received */
     /* bytes moved, for benchmarks and logs */
     uint64_t bytes_in, bytes_out;
+    /* shared memory with the peer (Unix sockets only): payloads of
+     * PD_RING_MIN bytes or more go through its rings, NULL when none */
+    struct pd_rings *rings;
+    int take_fd;        /* keep a descriptor the peer passes (a pserver's authenticated Unix peer) */
+    int held_fd;        /* that descriptor plus one; 0: none */
+    int ring_reserved;  /* pd_conn_reserve's room is in the ring, at ring_start */
+    uint64_t ring_start;
+    size_t ring_unsent; /* payload bytes in the ring whose RING_FRAMEs wait in out */
 } pd_conn;
 
 /* The checksum of a frame's payload (docs/protocol.md); the portable
@@ -105,6 +115,19 @@ int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, 
  * writes the payload there and pd_conn_commit queues it. No copy. */
 uint8_t *pd_conn_reserve(pd_conn *c, int type, size_t len);
 void pd_conn_commit(pd_conn *c, int type, uint32_t a, uint32_t b, size_t len);
+/* The trainer's side of shared memory, right after the handshake of a
+ * Unix socket: create the rings, pass them to the pserver (RING) and wait
+ * for its answer (RING_OK). 1: payloads go through the rings from now on;
+ * 0: they stay on the socket (message set: why); < 0: the connection
+ * failed (message set). */
+int pd_conn_offer_rings(pd_conn *c, double timeout_s);
+/* The pserver's side, for a RING frame of ring size `size`: map the
+ * descriptor that came with it. 0, or < 0 (message set: why not; the
+ * connection stays as it was). */
+int pd_conn_take_rings(pd_conn *c, uint32_t size);
+/* Bytes queued and not sent yet: the output's, and the ring payloads its
+ * RING_FRAMEs name (what a socket would still have to take). */
+size_t pd_conn_unsent(const pd_conn *c);
 /* Are received bytes waiting in the buffer (a frame, or part of one)? A
  * reader that stops before pd_conn_read returned 0 must come back for
  * them: the socket does not say so. */

@@ -59,6 +59,7 @@ typedef struct sconn {
     int trainer;
     int kind;               /* 0 dense, 1 sparse */
     int port_index;
+    int local;              /* over a Unix socket */
     char peer[64];
     uint8_t cnonce[PD_NONCE], snonce[PD_NONCE];
     int want_out;
@@ -288,7 +289,7 @@ static void queued(server *s, waiter w, int rc)
         drop(s, w.slot, why);
         return;
     }
-    if (c->c.out_len - c->c.out_off >= FLUSH_AT) {
+    if (pd_conn_unsent(&c->c) >= FLUSH_AT) {
         send_queued(s, w.slot);
         return;
     }
@@ -934,6 +935,7 @@ static int on_handshake(server *s, int slot, pd_frame *f)
     s->last_heard[c->trainer] = pd_now();
     c->c.max_frame = PD_MAX_FRAME;
     c->c.max_out = s->max_out;
+    c->c.take_fd = c->local; /* the shared memory it may offer */
     uint32_t kind = (uint32_t)c->kind;
     pd_conn_queue(&c->c, PD_MSG_WELCOME, (uint32_t)s->o->id, (uint32_t)s->o->npservers, &kind, 4, NULL, 0);
     if (!s->seen[c->trainer]) {
@@ -1216,6 +1218,29 @@ static int on_push_block(server *s, waiter me, int T, pd_frame *f)
     return 0;
 }
 
+/* A trainer of this host offers shared memory: taken, or refused with
+ * the reason (its frames then stay on the socket). */
+static int on_ring(server *s, waiter me, int T, pd_frame *f)
+{
+    sconn *c = waiter_conn(s, me);
+    if (f->len) return pd_err_set(PD_EPROTO, "RING with a payload");
+    int rc = c->local ? pd_conn_take_rings(&c->c, f->a) : pd_err_set(PD_EPROTO, "not over a Unix socket");
+    if (c->c.held_fd) { /* one that came with no offer of its own */
+        close(c->c.held_fd - 1);
+        c->c.held_fd = 0;
+    }
+    c->c.take_fd = 0;
+    if (rc == 0) {
+        reply(s, me, PD_MSG_RING_OK, 1, 0, NULL, 0);
+        return 0;
+    }
+    char why[256];
+    snprintf(why, sizeof why, "%s", pd_err_msg());
+    PD_WARN("trainer %d (%s): shared memory refused: %s", T, c->peer, why);
+    reply(s, me, PD_MSG_RING_OK, 0, 0, why, strlen(why));
+    return 0;
+}
+
 static int on_frame(server *s, int slot, pd_frame *f)
 {
     sconn *c = &s->conns[slot];
@@ -1302,6 +1327,8 @@ static int on_frame(server *s, int slot, pd_frame *f)
         return on_decide(s, me, T, f);
     case PD_MSG_HEARTBEAT:
         return f->len ? pd_err_set(PD_EPROTO, "HEARTBEAT with a payload") : 0;
+    case PD_MSG_RING:
+        return on_ring(s, me, T, f);
     case PD_MSG_FINISH:
         if (!s->finished[T]) {
             s->finished[T] = 1;
@@ -1488,6 +1515,7 @@ static void accept_all(server *s, int li)
         s->nunauth++;
         pd_conn_init(&c->c, fd, PD_MAX_HANDSHAKE);
         c->port_index = li % MAX_LISTEN;
+        c->local = li >= MAX_LISTEN;
         c->kind = c->port_index >= s->lay.ports_num;
         name_peer(fd, &sa, c->peer, sizeof c->peer);
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)slot + CONN_ID_BASE};

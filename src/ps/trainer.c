@@ -152,8 +152,8 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
     if (r->heartbeat_timeout > 0) cl.hb_timeout = r->heartbeat_timeout;
     int local = pd_client_unix_count(&cl);
     if (local > 0)
-        PD_INFO("trainer %d: %d of %d pservers on this host, reached over their Unix sockets", o->id, local,
-                o->npservers);
+        PD_INFO("trainer %d: %d of %d pservers on this host, reached over their Unix sockets (%d with shared memory)",
+                o->id, local, o->npservers, pd_client_ring_count(&cl));
     if ((rc = pd_client_init(&cl, net)) < 0) goto out;
     ps_step ctx = {.cl = &cl, .r = r, .o = o, .sync = !r->mode || strcmp(r->mode, "async") != 0};
     pd_step_ops ops = ps_ops;

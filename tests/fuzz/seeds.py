@@ -42,7 +42,7 @@ GOOD_HELLO, RAW = len(KINDS), len(KINDS) + 1
 
 
 def frame(name, a=0, b=0, payload=b""):
-    return struct.pack("<IHHIIII", 0x53504450, 2, TYPES[name], len(payload), a, b, frame_sum(payload)) + payload
+    return struct.pack("<IHHIIII", 0x53504450, 3, TYPES[name], len(payload), a, b, frame_sum(payload)) + payload
 
 
 def record(kind, a=0, b=0, payload=b""):

@@ -25,7 +25,7 @@ data { train = "train.csv", format = "csv" }
 model = function(nn)
   local item, x, y = nn.id("item", 50), nn.data("x", 4), nn.data("y", 1)
   local e = nn.embedding(item, 4)
-  local h = nn.fc(nn.concat { e, x }, 8, "tanh")
+  local h = nn.fc(nn.concat { e, x }, 300, "tanh")
   return nn.square_error_cost(nn.fc(h, 1), y)
 end
 optimizer = $o
@@ -35,8 +35,9 @@ R
     [ $rc -eq 0 ] || { fail "sync_equals_local_$opt" "paddle train failed: $out"; continue; }
     # 2 trainers of batch 10 (the barrier averages), and 1 trainer of batch
     # 20 (each push applied alone, straight from its frame); the roles reach
-    # each other over the pservers' Unix sockets, and over TCP when the
-    # recipe says unix_sockets = false
+    # each other over the pservers' Unix sockets (the hidden layer's weights,
+    # 9.6 KB, through the shared memory), and over TCP when the recipe says
+    # unix_sockets = false
     for shape in 2:10:unix 1:20:unix 2:10:tcp; do
         IFS=: read -r t b net <<<"$shape"
         name=sync_equals_local_$opt$([ $t = 1 ] && echo _one_trainer)$([ $net = tcp ] && echo _over_tcp)
@@ -48,8 +49,8 @@ R
         if [ $net = unix ]; then pattern='connected from process [0-9]* of this host (Unix socket)$'
         else pattern='connected from 127\.0\.0\.1:[0-9]*$'; fi
         n=$(grep -c "trainer [0-9] $pattern" <<<"$out")
-        # and each trainer says so (over Unix sockets)
-        said=$(grep -c 'trainer [0-9]: 2 of 2 pservers on this host, reached over their Unix sockets' <<<"$out")
+        # and each trainer says so (over Unix sockets, with shared memory)
+        said=$(grep -c 'trainer [0-9]: 2 of 2 pservers on this host, reached over their Unix sockets (2 with shared memory)' <<<"$out")
         if [ "$n" != $want ] || { [ $net = tcp ] && grep -q 'Unix socket' <<<"$out"; } ||
            { [ $net = unix ] && [ "$said" != $t ]; }; then
             fail "$name" "not $want connections over $net: $(grep -o 'trainer [0-9] connected from.*' <<<"$out" | head -n 4)"

@@ -822,17 +822,21 @@ PD_TEST(client_reaches_a_pserver_of_its_host_over_its_unix_socket)
     fixture_load(&x, "r.lua", recipe_text);
     CHECK_EQ_INT(x.r.unix_sockets, 1); /* the default */
     CHECK_EQ_INT(x.lay.unix_sockets, 1);
+    CHECK_EQ_INT(x.lay.shared_memory, 1);
     /* the server's Unix sockets, the client's, the server listening on
-     * every interface (the client asked for 127.0.0.1) */
+     * every interface (the client asked for 127.0.0.1); shared memory
+     * over a Unix socket unless the client's job turns it off */
     struct {
-        int server, client, any, family;
-    } cases[] = {{1, 1, 0, AF_UNIX}, {1, 0, 0, AF_INET}, {0, 1, 0, AF_INET}, {1, 1, 1, AF_UNIX}};
+        int server, client, any, shm, family, rings;
+    } cases[] = {{1, 1, 0, 1, AF_UNIX, 1}, {1, 0, 0, 1, AF_INET, 0}, {0, 1, 0, 1, AF_INET, 0},
+                 {1, 1, 1, 1, AF_UNIX, 1}, {1, 1, 0, 0, AF_UNIX, 0}};
     for (size_t i = 0; i < PD_COUNT(cases); i++) {
         x.r.unix_sockets = cases[i].server;
         int port;
         server_env env = {.bind_any = cases[i].any};
         pid_t server = start_server_env(&x.r, &port, &env);
         x.lay.unix_sockets = cases[i].client;
+        x.lay.shared_memory = cases[i].shm;
         pd_endpoint ep = {"127.0.0.1", port};
         pd_client c;
         CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 20) == 0);
@@ -841,7 +845,9 @@ PD_TEST(client_reaches_a_pserver_of_its_host_over_its_unix_socket)
             socklen_t len = sizeof peer;
             CHECK(getpeername(c.conns[k].fd, (struct sockaddr *)&peer, &len) == 0);
             CHECK_EQ_INT(peer.ss_family, cases[i].family);
+            CHECK_EQ_INT(c.conns[k].rings != NULL, cases[i].rings);
         }
+        CHECK_EQ_INT(pd_client_ring_count(&c), cases[i].rings);
         CHECK(pd_client_init(&c, &x.net) == 0);
         CHECK(pd_client_step(&c, &x.net) == 0);
         pd_client_finish(&c);

@@ -1,0 +1,290 @@
+/* test_ring.c - the shared-memory rings between roles on one host: payloads
+ * come out whole and in the stream's order, through the ring or the socket
+ * as room allows; a peer cannot make the reader go outside the map, nor
+ * hand it memory that could shrink under it. */
+#include "test.h"
+#include "../../src/core/pd.h"
+#include "../../src/ps/proto.h"
+#include "../../src/ps/ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A connected pair, w writing to r, both non-blocking; with rings when
+ * rings is set (w created them, r mapped them). */
+static void pair(pd_conn *w, pd_conn *r, int rings)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    pd_conn_init(w, sv[1], PD_MAX_FRAME);
+    pd_conn_init(r, sv[0], PD_MAX_FRAME);
+    if (!rings) return;
+    w->rings = malloc(sizeof *w->rings);
+    r->rings = malloc(sizeof *r->rings);
+    int fd = pd_rings_create(w->rings, PD_RING_SIZE);
+    CHECK(fd >= 0);
+    CHECK(pd_rings_map(r->rings, fd, PD_RING_SIZE) == 0);
+    close(fd);
+}
+
+/* The next frame on r, flushing w as the socket takes it: 1, or < 0. */
+static int next(pd_conn *w, pd_conn *r, pd_frame *f)
+{
+    double deadline = pd_now() + 5;
+    while (pd_now() < deadline) {
+        int eof = 0, rc = pd_conn_read(r, f, &eof);
+        if (rc != 0) return rc;
+        CHECK(!eof);
+        CHECK(pd_conn_flush(w) >= 0);
+    }
+    CHECK(!"no frame within 5 s");
+    return -1;
+}
+
+static uint8_t *pattern(size_t n, unsigned seed)
+{
+    uint8_t *p = malloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(i * 131 + seed);
+    return p;
+}
+
+PD_TEST(ring_payloads_come_out_in_order_with_the_socket_frames)
+{
+    pd_conn w, r;
+    pair(&w, &r, 1);
+    size_t big = 600 << 10;
+    uint8_t *block = pattern(16384, 1), *rows = pattern(8192, 2), *large1 = pattern(big, 3), *large2 = pattern(big, 4);
+    CHECK(pd_conn_queue(&w, PD_MSG_HEARTBEAT, 1, 0, NULL, 0, NULL, 0) == 0);
+    CHECK(pd_conn_queue(&w, PD_MSG_BLOCK_VALUES, 5, 6, block, 16384, NULL, 0) == 0); /* the ring */
+    uint8_t *v = pd_conn_reserve(&w, PD_MSG_ROWS, 8192);                             /* the ring */
+    CHECK(v != NULL);
+    memcpy(v, rows, 8192);
+    pd_conn_commit(&w, PD_MSG_ROWS, 7, 8, 8192);
+    CHECK(pd_conn_queue(&w, PD_MSG_ERROR, 2, 0, "small", 5, NULL, 0) == 0);          /* the socket */
+    CHECK(pd_conn_queue(&w, PD_MSG_BLOCK_VALUES, 9, 0, large1, big, NULL, 0) == 0);  /* the ring */
+    uint64_t ring_after_large1 = w.rings->tx.pos;
+    CHECK(ring_after_large1 == 16384 + 8192 + big);
+    /* no room for a second one until the reader has read: the socket */
+    CHECK(pd_conn_queue(&w, PD_MSG_BLOCK_VALUES, 10, 0, large2, big, NULL, 0) == 0);
+    CHECK(w.rings->tx.pos == ring_after_large1);
+    pd_frame f;
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK_EQ_INT(f.type, PD_MSG_HEARTBEAT);
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(f.type == PD_MSG_BLOCK_VALUES && f.a == 5 && f.b == 6 && f.len == 16384);
+    CHECK(memcmp(f.payload, block, 16384) == 0);
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(f.type == PD_MSG_ROWS && f.a == 7 && f.b == 8 && f.len == 8192 && memcmp(f.payload, rows, 8192) == 0);
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(f.type == PD_MSG_ERROR && f.len == 5 && memcmp(f.payload, "small", 5) == 0);
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(f.type == PD_MSG_BLOCK_VALUES && f.a == 9 && f.len == big && memcmp(f.payload, large1, big) == 0);
+    /* read: the writer sees the room again */
+    CHECK(*w.rings->tx.done == ring_after_large1);
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(f.type == PD_MSG_BLOCK_VALUES && f.a == 10 && f.len == big && memcmp(f.payload, large2, big) == 0);
+    CHECK(r.rings->rx.pos == ring_after_large1);
+    /* the next large payload does not fit before the ring's end: it starts
+     * at the ring's start, whole */
+    CHECK(pd_conn_queue(&w, PD_MSG_BLOCK_VALUES, 11, 0, large2, big, NULL, 0) == 0);
+    CHECK(w.rings->tx.pos == (uint64_t)PD_RING_SIZE + big);
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(f.type == PD_MSG_BLOCK_VALUES && f.a == 11 && memcmp(f.payload, large2, big) == 0);
+    /* the bytes moved count the payloads, wherever they went */
+    CHECK(r.bytes_in == w.bytes_out);
+    CHECK(w.bytes_out > 3 * big);
+    pd_conn_free(&w);
+    pd_conn_free(&r);
+    free(block); free(rows); free(large1); free(large2);
+}
+
+/* Write a RING_FRAME naming (type, len, start) to w's socket by hand, and
+ * return what r makes of it (its error message in pd_err_msg()). */
+static int forged(pd_conn *w, pd_conn *r, uint32_t type, uint32_t len, uint64_t start, pd_frame *f)
+{
+    uint8_t ref[16];
+    for (int i = 0; i < 4; i++) {
+        ref[i] = (uint8_t)(type >> 8 * i);
+        ref[4 + i] = (uint8_t)(len >> 8 * i);
+    }
+    for (int i = 0; i < 8; i++) ref[8 + i] = (uint8_t)(start >> 8 * i);
+    CHECK(pd_conn_queue(w, PD_MSG_RING_FRAME, 0, 0, ref, sizeof ref, NULL, 0) == 0);
+    return next(w, r, f);
+}
+
+PD_TEST(ring_references_outside_the_ring_are_refused)
+{
+    struct {
+        uint32_t type, len;
+        uint64_t start;
+        const char *why;
+    } bad[] = {
+        {PD_MSG_BLOCK_VALUES, 4096, PD_RING_SIZE, "outside the ring"},          /* a whole ring ahead */
+        {PD_MSG_BLOCK_VALUES, 4096, PD_RING_SIZE - 100, "outside the ring"},    /* across its end */
+        {PD_MSG_BLOCK_VALUES, PD_RING_SIZE + 1, 0, "outside the ring"},         /* longer than it */
+        {PD_MSG_BLOCK_VALUES, 0xffffffffu, 0, "over the"},                     /* over the frame limit */
+        {PD_MSG_RING_FRAME, 4096, 0, "RING_FRAME of message type"},             /* a reference to a reference */
+        {999, 4096, 0, "RING_FRAME of message type"},                           /* no such message */
+        {PD_MSG_BLOCK_VALUES, 0, 0, "RING_FRAME of message type"},              /* an empty payload */
+    };
+    for (size_t i = 0; i < PD_COUNT(bad); i++) {
+        pd_conn w, r;
+        pair(&w, &r, 1);
+        pd_frame f;
+        CHECK(forged(&w, &r, bad[i].type, bad[i].len, bad[i].start, &f) < 0);
+        CHECK_CONTAINS(pd_err_msg(), bad[i].why);
+        pd_conn_free(&w);
+        pd_conn_free(&r);
+    }
+    /* behind what was read: refused once the reader is past it */
+    pd_conn w, r;
+    pair(&w, &r, 1);
+    uint8_t *p = pattern(8192, 5);
+    CHECK(pd_conn_queue(&w, PD_MSG_BLOCK_VALUES, 1, 0, p, 8192, NULL, 0) == 0);
+    pd_frame f;
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(forged(&w, &r, PD_MSG_BLOCK_VALUES, 4096, 0, &f) < 0);
+    CHECK_CONTAINS(pd_err_msg(), "outside the ring");
+    pd_conn_free(&w);
+    pd_conn_free(&r);
+    /* no rings on the connection */
+    pair(&w, &r, 0);
+    CHECK(forged(&w, &r, PD_MSG_BLOCK_VALUES, 4096, 0, &f) < 0);
+    CHECK_CONTAINS(pd_err_msg(), "without shared memory");
+    pd_conn_free(&w);
+    pd_conn_free(&r);
+    free(p);
+}
+
+PD_TEST(ring_writer_ignores_a_read_counter_it_cannot_believe)
+{
+    /* a peer that says it read more than was written, or that leaves more
+     * than the ring unread: the writer sends through the socket instead */
+    uint64_t lies[] = {1u << 30, 0};
+    for (size_t i = 0; i < PD_COUNT(lies); i++) {
+        pd_conn w, r;
+        pair(&w, &r, 1);
+        if (lies[i] == 0) w.rings->tx.pos = 3 * (uint64_t)PD_RING_SIZE; /* and done stays 0 */
+        else *w.rings->tx.done = lies[i];
+        uint64_t before = w.rings->tx.pos;
+        uint8_t *p = pattern(16384, 6);
+        CHECK(pd_conn_queue(&w, PD_MSG_BLOCK_VALUES, 3, 0, p, 16384, NULL, 0) == 0);
+        CHECK(w.rings->tx.pos == before);
+        pd_frame f;
+        CHECK(next(&w, &r, &f) == 1);
+        CHECK(f.type == PD_MSG_BLOCK_VALUES && f.len == 16384 && memcmp(f.payload, p, 16384) == 0);
+        pd_conn_free(&w);
+        pd_conn_free(&r);
+        free(p);
+    }
+}
+
+/* Send a bare RING header over w with descriptor fd attached (-1: none). */
+static void offer(pd_conn *w, int fd)
+{
+    CHECK(pd_conn_queue(w, PD_MSG_RING, PD_RING_SIZE, 0, NULL, 0, NULL, 0) == 0);
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {w->out + w->out_off, w->out_len - w->out_off};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fd >= 0) {
+        m.msg_control = &ctl;
+        m.msg_controllen = sizeof ctl;
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(h), &fd, sizeof fd);
+    }
+    CHECK(sendmsg(w->fd, &m, 0) == (ssize_t)iov.iov_len);
+    w->out_off = w->out_len = 0;
+}
+
+static int memfd(size_t len, int seals)
+{
+    int fd = memfd_create("test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK(fd >= 0);
+    CHECK(ftruncate(fd, (off_t)len) == 0);
+    if (seals) CHECK(fcntl(fd, F_ADD_SEALS, seals) == 0);
+    return fd;
+}
+
+static int open_fds(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++) n += fcntl(fd, F_GETFD) >= 0;
+    return n;
+}
+
+PD_TEST(ring_offers_of_memory_that_could_change_under_the_reader_are_refused)
+{
+    size_t right = 4096 + 2 * (size_t)PD_RING_SIZE;
+    int before = open_fds();
+    int pipefd[2];
+    CHECK(pipe(pipefd) == 0);
+    struct {
+        int fd;
+        const char *why;
+    } bad[] = {
+        {-1, "no descriptor came with the offer"},
+        {pipefd[0], "not a memory file"},
+        {memfd(right, 0), "not sealed"},                                   /* could shrink */
+        {memfd(right, F_SEAL_GROW | F_SEAL_SEAL), "not sealed"},           /* could shrink */
+        {memfd(right / 2, F_SEAL_SHRINK | F_SEAL_SEAL), "not a memory file"}, /* too small */
+    };
+    for (size_t i = 0; i < PD_COUNT(bad); i++) {
+        pd_conn w, r;
+        pair(&w, &r, 0);
+        r.take_fd = 1;
+        offer(&w, bad[i].fd);
+        pd_frame f;
+        CHECK(next(&w, &r, &f) == 1);
+        CHECK_EQ_INT(f.type, PD_MSG_RING);
+        CHECK(pd_conn_take_rings(&r, f.a) < 0);
+        CHECK_CONTAINS(pd_err_msg(), bad[i].why);
+        CHECK(r.rings == NULL);
+        /* the connection still carries frames, through the socket */
+        uint8_t *p = pattern(16384, 7);
+        CHECK(pd_conn_queue(&w, PD_MSG_BLOCK_VALUES, 3, 0, p, 16384, NULL, 0) == 0);
+        CHECK(next(&w, &r, &f) == 1);
+        CHECK(f.len == 16384 && memcmp(f.payload, p, 16384) == 0);
+        free(p);
+        pd_conn_free(&w);
+        pd_conn_free(&r);
+        if (bad[i].fd >= 0) close(bad[i].fd);
+    }
+    close(pipefd[1]);
+    /* a descriptor passed where none is taken is not kept; of two passed
+     * where one is, the second is closed at once */
+    pd_conn w, r;
+    pair(&w, &r, 0);
+    int fd = memfd(right, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    offer(&w, fd);
+    pd_frame f;
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(r.held_fd == 0);
+    r.take_fd = 1;
+    offer(&w, fd);
+    offer(&w, fd);
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(r.held_fd != 0);
+    CHECK(pd_conn_take_rings(&r, f.a) == 0);
+    CHECK(r.rings != NULL && r.held_fd == 0);
+    CHECK(pd_conn_take_rings(&r, f.a) < 0);
+    CHECK_CONTAINS(pd_err_msg(), "offered twice");
+    close(fd);
+    pd_conn_free(&w);
+    pd_conn_free(&r);
+    CHECK_EQ_INT(open_fds(), before);
+}
