@@ -7,8 +7,9 @@
  * Raw: one process streams bytes to another over 127.0.0.1 (one TCP stream).
  * Pserver: one trainer pushes a gradient of N floats and pulls the new
  * values from one pserver (SGD), repeatedly; bandwidth = 2 * 4N bytes per
- * step, over TCP (the figure against the raw stream), then once more
- * over the pserver's Unix socket (what roles on one host use). Each is the
+ * step, over TCP (the figure against the raw stream), then over the
+ * pserver's Unix socket, without and with shared memory (what roles on
+ * one host use: docs/protocol.md). Each is the
  * best of 3 runs (rounds of `steps` steps for the pserver; the raw stream
  * 3 times before them and 3 after, the best of the 6). Prints them and
  * their ratios.
@@ -71,10 +72,12 @@ static double raw_loopback(size_t total)
 }
 
 /* Push+pull rate (bytes/s) of one trainer and one pserver of this host,
- * over TCP or over the pserver's Unix socket; *step: seconds per step. */
-static double pserver_rate(pd_recipe *r, int unix_sockets, int steps, double *step)
+ * over TCP or over the pserver's Unix socket (with or without shared
+ * memory); *step: seconds per step. */
+static double pserver_rate(pd_recipe *r, int unix_sockets, int shared_memory, int steps, double *step)
 {
     r->unix_sockets = unix_sockets;
+    r->shared_memory = shared_memory;
     uint8_t secret[PD_SECRET], job[PD_JOB_ID];
     pd_secret_new(secret);
     pd_job_id(secret, job);
@@ -153,9 +156,10 @@ int main(int argc, char **argv)
 
     int steps = argc > 2 ? atoi(argv[2]) : 10;
     if (steps < 1) steps = 10;
-    double tcp_step = 0, unix_step = 0;
-    double tcp = pserver_rate(&r, 0, steps, &tcp_step), local = pserver_rate(&r, 1, steps, &unix_step);
-    if (tcp <= 0 || local <= 0) return 1;
+    double tcp_step = 0, unix_step = 0, shm_step = 0;
+    double tcp = pserver_rate(&r, 0, 0, steps, &tcp_step), local = pserver_rate(&r, 1, 0, steps, &unix_step);
+    double shm = pserver_rate(&r, 1, 1, steps, &shm_step);
+    if (tcp <= 0 || local <= 0 || shm <= 0) return 1;
     for (int i = 0; i < 3; i++) raw = PD_MAX(raw, raw_loopback((size_t)4 * floats * 10));
     printf("loopback TCP, one stream:        %8.0f MB/s\n", raw / 1e6);
     printf("pserver push+pull of %ld floats: %8.0f MB/s (%.1f ms per step)\n", floats, tcp / 1e6, tcp_step * 1e3);
@@ -163,6 +167,8 @@ int main(int argc, char **argv)
     printf("ratio pserver / loopback:        %8.2f (target >= 0.8)\n", tcp / raw);
     printf("the same over the pserver's Unix socket (roles on one host): %.0f MB/s (%.1f ms per step), "
            "%.2f of loopback TCP\n", local / 1e6, unix_step * 1e3, local / raw);
+    printf("and with shared memory beside it (the default there): %.0f MB/s (%.1f ms per step), "
+           "%.2f of loopback TCP\n", shm / 1e6, shm_step * 1e3, shm / raw);
     pd_recipe_free(&r);
     return 0;
 }
