@@ -60,6 +60,7 @@ typedef struct sconn {
     int kind;               /* 0 dense, 1 sparse */
     int port_index;
     int local;              /* over a Unix socket */
+    int offered;            /* shared memory offered (once a connection) */
     char peer[64];
     uint8_t cnonce[PD_NONCE], snonce[PD_NONCE];
     int want_out;
@@ -1224,7 +1225,10 @@ static int on_ring(server *s, waiter me, int T, pd_frame *f)
 {
     sconn *c = waiter_conn(s, me);
     if (f->len) return pd_err_set(PD_EPROTO, "RING with a payload");
-    int rc = c->local ? pd_conn_take_rings(&c->c, f->a) : pd_err_set(PD_EPROTO, "not over a Unix socket");
+    int rc = !c->local    ? pd_err_set(PD_EPROTO, "not over a Unix socket")
+             : c->offered ? pd_err_set(PD_EPROTO, "shared memory offered twice on one connection")
+                          : pd_conn_take_rings(&c->c, f->a);
+    c->offered = 1;
     if (c->c.held_fd) { /* one that came with no offer of its own */
         close(c->c.held_fd - 1);
         c->c.held_fd = 0;

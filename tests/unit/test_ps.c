@@ -14,6 +14,7 @@
 #include "../../src/ps/ckpt.h"
 #include "../../src/ps/client.h"
 #include "../../src/ps/proto.h"
+#include "../../src/ps/ring.h"
 #include "../../src/ps/server.h"
 
 #include <arpa/inet.h>
@@ -856,6 +857,41 @@ PD_TEST(client_reaches_a_pserver_of_its_host_over_its_unix_socket)
         CHECK(waitpid(server, &st, 0) == server);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
+    fixture_free(&x);
+}
+
+PD_TEST(pserver_refuses_a_ring_offer_without_memory_and_serves_on)
+{
+    /* a trainer of this host that offers shared memory without a memory
+     * file, then once more: told why each time, and served through the
+     * socket */
+    fixture x;
+    fixture_load(&x, "r.lua", recipe_text);
+    int port;
+    pid_t server = start_server_env(&x.r, &port, &(server_env){0});
+    x.lay.shared_memory = 0; /* no offer of its own at connect */
+    pd_endpoint ep = {"127.0.0.1", port};
+    pd_client c;
+    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 20) == 0);
+    pd_conn *k = &c.conns[0];
+    CHECK(k->rings == NULL);
+    CHECK(pd_conn_queue(k, PD_MSG_RING, PD_RING_SIZE, 0, NULL, 0, NULL, 0) == 0);
+    CHECK(pd_conn_send_all(k, 5) == 0);
+    pd_frame f;
+    CHECK(pd_conn_recv(k, &f, 5) == 0);
+    CHECK(f.type == PD_MSG_RING_OK && f.a == 0);
+    CHECK(f.len > 0 && memmem(f.payload, f.len, "no descriptor", 13) != NULL);
+    /* one offer a connection: a real one now is refused too */
+    CHECK_EQ_INT(pd_conn_offer_rings(k, 5), 0);
+    CHECK_CONTAINS(pd_err_msg(), "offered twice");
+    CHECK(k->rings == NULL);
+    CHECK(pd_client_init(&c, &x.net) == 0);
+    CHECK(pd_client_step(&c, &x.net) == 0);
+    pd_client_finish(&c);
+    pd_client_free(&c);
+    int st;
+    CHECK(waitpid(server, &st, 0) == server);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     fixture_free(&x);
 }
 
