@@ -817,6 +817,18 @@ PD_TEST(addr_is_here_knows_this_hosts_addresses)
 
 /* A trainer reaches a pserver of its host over the pserver's Unix socket
  * where both sides allow it, over TCP otherwise; training works either way. */
+/* One step of connected client c, its finish, and the pserver's clean exit. */
+static void step_and_reap(fixture *x, pd_client *c, pid_t server)
+{
+    CHECK(pd_client_init(c, &x->net) == 0);
+    CHECK(pd_client_step(c, &x->net) == 0);
+    pd_client_finish(c);
+    pd_client_free(c);
+    int st;
+    CHECK(waitpid(server, &st, 0) == server);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 PD_TEST(client_reaches_a_pserver_of_its_host_over_its_unix_socket)
 {
     fixture x;
@@ -849,13 +861,7 @@ PD_TEST(client_reaches_a_pserver_of_its_host_over_its_unix_socket)
             CHECK_EQ_INT(c.conns[k].rings != NULL, cases[i].rings);
         }
         CHECK_EQ_INT(pd_client_ring_count(&c), cases[i].rings);
-        CHECK(pd_client_init(&c, &x.net) == 0);
-        CHECK(pd_client_step(&c, &x.net) == 0);
-        pd_client_finish(&c);
-        pd_client_free(&c);
-        int st;
-        CHECK(waitpid(server, &st, 0) == server);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        step_and_reap(&x, &c, server);
     }
     fixture_free(&x);
 }
@@ -885,13 +891,7 @@ PD_TEST(pserver_refuses_a_ring_offer_without_memory_and_serves_on)
     CHECK_EQ_INT(pd_conn_offer_rings(k, 5), 0);
     CHECK_CONTAINS(pd_err_msg(), "offered twice");
     CHECK(k->rings == NULL);
-    CHECK(pd_client_init(&c, &x.net) == 0);
-    CHECK(pd_client_step(&c, &x.net) == 0);
-    pd_client_finish(&c);
-    pd_client_free(&c);
-    int st;
-    CHECK(waitpid(server, &st, 0) == server);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    step_and_reap(&x, &c, server);
     fixture_free(&x);
 }
 
