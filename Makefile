@@ -8,6 +8,7 @@
 #   make image      a FROM scratch container image of ./paddle (podman or docker, offline)
 #   make demo       the README's demo
 #   make bench      benchmarks, printed as ratios against baselines
+#   make bench-gpu  the CUDA backend checked and timed on an NVIDIA GPU (bench/gpu.sh)
 #
 # Objects go to build/obj/FLAVOUR/, so the flavours never mix.
 

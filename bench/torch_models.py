@@ -7,6 +7,9 @@ torch process actually loaded (after a matrix product), resolved through
 the Debian alternatives symlinks, or "none". Threads: set OPENBLAS_NUM_THREADS
 and OMP_WAIT_POLICY=PASSIVE in the environment (Debian's torch runs GEMM on
 OpenBLAS threads that torch.set_num_threads does not limit).
+TORCH_DEVICE=cuda runs mlp and rec on the GPU (bench/gpu.sh): the model and
+every batch are on the device before the clock starts, and the clock stops
+after the device has finished; TORCH_REPEAT=N times the batches N times.
 """
 import os
 import sys
@@ -17,16 +20,30 @@ import torch
 
 torch.set_num_threads(int(os.environ.get("OPENBLAS_NUM_THREADS", "2")))
 torch.manual_seed(1)
+DEV = torch.device(os.environ.get("TORCH_DEVICE", "cpu"))
+REPEAT = int(os.environ.get("TORCH_REPEAT", "1"))
+
+
+def on_device(batches):
+    return [tuple(t.to(DEV) for t in b) for b in batches]
+
+
+def done():
+    if DEV.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def timed(step, batches, warm=5):
     for b in batches[:warm]:
         step(*b)
+    done()
     t0 = time.perf_counter()
     n = 0
-    for b in batches:
-        step(*b)
-        n += len(b[-1])
+    for _ in range(REPEAT):
+        for b in batches:
+            step(*b)
+            n += len(b[-1])
+    done()
     return n / (time.perf_counter() - t0)
 
 
@@ -50,10 +67,10 @@ def fit_a_line(path):
 
 def mlp():
     model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
-                                torch.nn.ReLU(), torch.nn.Linear(512, 10))
+                                torch.nn.ReLU(), torch.nn.Linear(512, 10)).to(DEV)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     lossf = torch.nn.CrossEntropyLoss()
-    batches = [(torch.randn(128, 784), torch.randint(0, 10, (128,))) for _ in range(60)]
+    batches = on_device([(torch.randn(128, 784), torch.randint(0, 10, (128,))) for _ in range(60)])
 
     def step(xb, yb):
         opt.zero_grad()
@@ -86,7 +103,7 @@ class Rec(torch.nn.Module):
 
 
 def rec():
-    model = Rec()
+    model = Rec().to(DEV)
     opt = torch.optim.Adam(model.parameters(), lr=0.001)
     B = 256
     batches = []
@@ -99,6 +116,7 @@ def rec():
                         torch.randint(0, 21, (B,)), torch.randint(0, 3953, (B,)),
                         torch.randint(0, 19, (int(glen.sum()),)), goff,
                         torch.randint(0, 5175, (int(tlen.sum()),)), toff, torch.rand(B, 1) * 4 + 1))
+    batches = on_device(batches)
 
     def step(*b):
         opt.zero_grad()

@@ -72,6 +72,10 @@ typedef struct pd_backend {
     void (*gather)(float *out, const float *table, const int32_t *ids, int n, int dim);
     /* gtable[ids[i]] += dout[i] */
     void (*scatter_add)(float *gtable, const float *dout, const int32_t *ids, int n, int dim);
+    /* table[ids[i]] = src[i]; the ids are distinct */
+    void (*set_rows)(float *table, const float *src, const int32_t *ids, int n, int dim);
+    /* table[ids[i]] = 0; the ids are distinct */
+    void (*zero_rows)(float *table, const int32_t *ids, int n, int dim);
 
     /* sequences: rows offsets[i] .. offsets[i+1]-1 of in belong to sample i;
      * out[i] = pool(those rows); argmax (max pooling) records the chosen row */
@@ -110,6 +114,10 @@ typedef struct pd_backend {
     /* one optimizer step on n weights; s1, s2 hold the optimizer's state
      * (NULL when the optimizer needs fewer) */
     void (*opt_update)(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n);
+    /* the same on rows ids[0..n) of [rows, dim] arrays (a sparse table's
+     * touched rows: distinct ids, one launch on a GPU, not one a row) */
+    void (*opt_update_rows)(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2,
+                            const int32_t *ids, int n, int dim);
 } pd_backend;
 
 /* The backend called name ("cpu", "cuda"), or NULL with a message in

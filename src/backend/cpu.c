@@ -749,6 +749,37 @@ static void cpu_class_error(float *out, const float *pred, const int32_t *label,
     }
 }
 
+static void cpu_set_rows(float *table, const float *src, const int32_t *ids, int n, int dim)
+{
+    for (int i = 0; i < n; i++)
+        memcpy(table + (size_t)ids[i] * dim, src + (size_t)i * dim, (size_t)dim * sizeof *src);
+}
+
+static void cpu_zero_rows(float *table, const int32_t *ids, int n, int dim)
+{
+    for (int i = 0; i < n; i++) memset(table + (size_t)ids[i] * dim, 0, (size_t)dim * sizeof *table);
+}
+
+static void cpu_opt_update(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n);
+
+/* Row by row, the rows PD_AHEAD further on fetched meanwhile (they are
+ * scattered over a table larger than the caches). */
+static void cpu_opt_update_rows(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2,
+                                const int32_t *ids, int n, int dim)
+{
+    for (int k = 0; k < n; k++) {
+        size_t off = (size_t)ids[k] * dim;
+        if (k + PD_AHEAD < n) {
+            size_t ahead = (size_t)ids[k + PD_AHEAD] * dim;
+            PD_PREFETCH_ROW(w + ahead, dim, 1);
+            PD_PREFETCH_ROW(g + ahead, dim, 0);
+            if (s1) PD_PREFETCH_ROW(s1 + ahead, dim, 1);
+            if (s2) PD_PREFETCH_ROW(s2 + ahead, dim, 1);
+        }
+        cpu_opt_update(h, w + off, g + off, s1 ? s1 + off : NULL, s2 ? s2 + off : NULL, (size_t)dim);
+    }
+}
+
 /* A large update is cut in slices (at multiples of 16 elements) run on the
  * product threads: elementwise, so the result is the same bit for bit. */
 static void cpu_opt_update(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n)
@@ -928,6 +959,8 @@ const pd_backend pd_backend_cpu = {
     .act_bias_backward = cpu_act_bias_backward,
     .gather = cpu_gather,
     .scatter_add = cpu_scatter_add,
+    .set_rows = cpu_set_rows,
+    .zero_rows = cpu_zero_rows,
     .seq_pool_forward = cpu_seq_pool_forward,
     .seq_pool_backward = cpu_seq_pool_backward,
     .copy_cols = cpu_copy_cols,
@@ -943,4 +976,5 @@ const pd_backend pd_backend_cpu = {
     .sigmoid_xent_backward = cpu_sigmoid_xent_backward,
     .class_error = cpu_class_error,
     .opt_update = cpu_opt_update,
+    .opt_update_rows = cpu_opt_update_rows,
 };

@@ -402,6 +402,30 @@ static void cu_scatter_add(float *g, const float *dout, const int32_t *ids, int 
     CK_LAUNCH("k_scatter_add");
 }
 
+static __global__ void k_set_rows(float *table, const float *src, const int32_t *ids, int n, int dim)
+{
+    FOR_EACH(i, (size_t)n * dim) table[(size_t)ids[i / dim] * dim + i % dim] = src[i];
+}
+
+static void cu_set_rows(float *table, const float *src, const int32_t *ids, int n, int dim)
+{
+    if (n == 0 || dim == 0) return;
+    LAUNCH(k_set_rows, grid_for((size_t)n * dim, 1), BLOCK, table, src, ids, n, dim);
+    CK_LAUNCH("k_set_rows");
+}
+
+static __global__ void k_zero_rows(float *table, const int32_t *ids, int n, int dim)
+{
+    FOR_EACH(i, (size_t)n * dim) table[(size_t)ids[i / dim] * dim + i % dim] = 0;
+}
+
+static void cu_zero_rows(float *table, const int32_t *ids, int n, int dim)
+{
+    if (n == 0 || dim == 0) return;
+    LAUNCH(k_zero_rows, grid_for((size_t)n * dim, 1), BLOCK, table, ids, n, dim);
+    CK_LAUNCH("k_zero_rows");
+}
+
 /* --- sequence pooling: one thread per (sample, column), rows in order ---------------- */
 
 static __global__ void k_seq_pool_forward(int pool, float *out, const float *in, const int32_t *off, int n,
@@ -735,46 +759,57 @@ typedef struct opt_args {
     float lr, wd, momentum, beta1, beta2, epsilon, rho, lr_t;
 } opt_args;
 
-static __global__ void k_opt_update(opt_args h, float *w, const float *g, float *s1, float *s2, size_t n)
+/* One element of an update; the kernels below differ in which elements. */
+static __device__ void opt_one(const opt_args &h, float *w, const float *g, float *s1, float *s2, size_t i)
 {
-    FOR_EACH(i, n) {
-        float gi = g[i] + h.wd * w[i];
-        switch (h.type) {
-        case PD_OPT_SGD:
-            w[i] -= h.lr * gi;
-            break;
-        case PD_OPT_MOMENTUM:
-            s1[i] = h.momentum * s1[i] + gi;
-            w[i] -= h.lr * (h.nesterov ? gi + h.momentum * s1[i] : s1[i]);
-            break;
-        case PD_OPT_ADAGRAD:
-            s1[i] += gi * gi;
-            w[i] -= h.lr * gi / (sqrtf(s1[i]) + h.epsilon);
-            break;
-        case PD_OPT_ADAM:
-            s1[i] = h.beta1 * s1[i] + (1 - h.beta1) * gi;
-            s2[i] = h.beta2 * s2[i] + (1 - h.beta2) * gi * gi;
-            w[i] -= h.lr_t * s1[i] / (sqrtf(s2[i]) + h.epsilon);
-            break;
-        case PD_OPT_RMSPROP: {
-            s1[i] = h.rho * s1[i] + (1 - h.rho) * gi * gi;
-            float step = h.lr * gi / sqrtf(s1[i] + h.epsilon);
-            if (s2) {
-                s2[i] = h.momentum * s2[i] + step;
-                w[i] -= s2[i];
-            } else {
-                w[i] -= step;
-            }
-            break;
+    float gi = g[i] + h.wd * w[i];
+    switch (h.type) {
+    case PD_OPT_SGD:
+        w[i] -= h.lr * gi;
+        break;
+    case PD_OPT_MOMENTUM:
+        s1[i] = h.momentum * s1[i] + gi;
+        w[i] -= h.lr * (h.nesterov ? gi + h.momentum * s1[i] : s1[i]);
+        break;
+    case PD_OPT_ADAGRAD:
+        s1[i] += gi * gi;
+        w[i] -= h.lr * gi / (sqrtf(s1[i]) + h.epsilon);
+        break;
+    case PD_OPT_ADAM:
+        s1[i] = h.beta1 * s1[i] + (1 - h.beta1) * gi;
+        s2[i] = h.beta2 * s2[i] + (1 - h.beta2) * gi * gi;
+        w[i] -= h.lr_t * s1[i] / (sqrtf(s2[i]) + h.epsilon);
+        break;
+    case PD_OPT_RMSPROP: {
+        s1[i] = h.rho * s1[i] + (1 - h.rho) * gi * gi;
+        float step = h.lr * gi / sqrtf(s1[i] + h.epsilon);
+        if (s2) {
+            s2[i] = h.momentum * s2[i] + step;
+            w[i] -= s2[i];
+        } else {
+            w[i] -= step;
         }
-        }
+        break;
+    }
     }
 }
 
-static void cu_opt_update(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n)
+static __global__ void k_opt_update(opt_args h, float *w, const float *g, float *s1, float *s2, size_t n)
+{
+    FOR_EACH(i, n) opt_one(h, w, g, s1, s2, i);
+}
+
+/* rows ids[0..n) of [rows, dim] arrays; the ids are distinct, so no two
+ * threads touch the same element */
+static __global__ void k_opt_update_rows(opt_args h, float *w, const float *g, float *s1, float *s2,
+                                         const int32_t *ids, int n, int dim)
+{
+    FOR_EACH(i, (size_t)n * dim) opt_one(h, w, g, s1, s2, (size_t)ids[i / dim] * dim + i % dim);
+}
+
+static opt_args opt_args_from(const pd_opt_hyper *h)
 {
     PD_ASSERT(h->type >= PD_OPT_SGD && h->type <= PD_OPT_RMSPROP);
-    if (n == 0) return;
     opt_args a;
     a.type = h->type;
     a.nesterov = h->nesterov;
@@ -790,8 +825,24 @@ static void cu_opt_update(const pd_opt_hyper *h, float *w, const float *g, float
         double t = (double)h->t;
         a.lr_t = (float)(h->lr * sqrt(1 - pow(h->beta2, t)) / (1 - pow(h->beta1, t)));
     }
+    return a;
+}
+
+static void cu_opt_update(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n)
+{
+    opt_args a = opt_args_from(h);
+    if (n == 0) return;
     LAUNCH(k_opt_update, grid_for(n, 1), BLOCK, a, w, g, s1, s2, n);
     CK_LAUNCH("k_opt_update");
+}
+
+static void cu_opt_update_rows(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2,
+                               const int32_t *ids, int n, int dim)
+{
+    opt_args a = opt_args_from(h);
+    if (n == 0 || dim == 0) return;
+    LAUNCH(k_opt_update_rows, grid_for((size_t)n * dim, 1), BLOCK, a, w, g, s1, s2, ids, n, dim);
+    CK_LAUNCH("k_opt_update_rows");
 }
 
 /* --- the table ------------------------------------------------------------------------------------- */
@@ -817,6 +868,8 @@ static const pd_backend cuda_backend = {
     .act_bias_backward = cu_act_bias_backward,
     .gather = cu_gather,
     .scatter_add = cu_scatter_add,
+    .set_rows = cu_set_rows,
+    .zero_rows = cu_zero_rows,
     .seq_pool_forward = cu_seq_pool_forward,
     .seq_pool_backward = cu_seq_pool_backward,
     .copy_cols = cu_copy_cols,
@@ -832,6 +885,7 @@ static const pd_backend cuda_backend = {
     .sigmoid_xent_backward = cu_sigmoid_xent_backward,
     .class_error = cu_class_error,
     .opt_update = cu_opt_update,
+    .opt_update_rows = cu_opt_update_rows,
 };
 
 /* --- initialisation: once per process ------------------------------------------------------------------ */

@@ -10,6 +10,10 @@
 #   build/cuda/unit_tests   the unit tests linked with the CUDA backend; on a
 #                           GPU, `build/cuda/unit_tests cuda` runs every op
 #                           against the CPU (skipped without one)
+#   make bench-gpu          on a machine with an NVIDIA GPU: bench/gpu.sh, the
+#                           unit tests, the recipes and `paddle run` on the GPU
+#                           against the CPU, then samples/s against PyTorch on
+#                           the same GPU
 #   make cuda-emu-check     the same CUDA tests with the kernels run on the CPU
 #                           by an emulation of CUDA (src/backend/cuda_emu.h),
 #                           linked with the ASan/UBSan objects of `make asan`,
@@ -59,6 +63,9 @@ build/obj/cuda/src/backend/cuda.o: src/backend/cuda.cu $(CUDA_HDRS)
 paddle-cuda build/cuda/unit_tests: build/obj/cuda/src/backend/cuda.o
 
 cuda: paddle-cuda
+
+bench-gpu: paddle paddle-cuda build/cuda/unit_tests
+	@bench/gpu.sh ./paddle-cuda ./paddle build/cuda/unit_tests
 
 # --- the check on a machine without a GPU (works with one too) ---------------------
 CUDA_CHECK_DIR := build/cuda/check
@@ -135,4 +142,4 @@ cuda-clean:
 	rm -rf build/cuda build/cuda-emu
 clean: cuda-clean
 
-.PHONY: cuda cuda-check cuda-emu-check cuda-clean
+.PHONY: cuda cuda-check cuda-emu-check cuda-clean bench-gpu

@@ -312,6 +312,7 @@ static int hash_reserve(pd_net *net, pd_param *p, int rows)
     free(p->mark);
     p->mark = pd_xcalloc((size_t)cap, 1);
     p->ntouched = 0;
+    p->dids_touched = 0;
     p->rows = cap;
     return 0;
 }
@@ -355,7 +356,75 @@ void pd_param_touch(pd_param *p, const int32_t *ids, int n)
         p->mark[id] = 1;
         PD_GROW(&p->touched, &p->cap_touched, p->ntouched + 1);
         p->touched[p->ntouched++] = id;
+        p->dids_touched = 0;
     }
+}
+
+/* *buf on the backend with room for n items of size bytes (grown, never
+ * shrunk); 0, or PD_ENOMEM naming p. */
+static int dev_room(pd_net *net, pd_param *p, void **buf, size_t *cap, size_t n, size_t size)
+{
+    if (n <= *cap && *buf) return 0;
+    size_t want = *cap ? *cap : 256;
+    while (want < n) want *= 2;
+    net->be->free(*buf);
+    *cap = 0;
+    if (want > SIZE_MAX / size || !(*buf = net->be->alloc(want * size)))
+        return pd_err_set(PD_ENOMEM, "parameter '%s': no room on the device for %zu rows' transfer", p->name, n);
+    *cap = want;
+    return 0;
+}
+
+const int32_t *pd_param_touched_ids(pd_net *net, pd_param *p)
+{
+    if (net->be->host_memory) {
+        PD_GROW(&p->touched, &p->cap_touched, 1); /* never NULL */
+        return p->touched;
+    }
+    if (p->dids_touched) return p->dids;
+    if (dev_room(net, p, (void **)&p->dids, &p->cap_dids, (size_t)p->ntouched, sizeof(int32_t)) < 0) return NULL;
+    net->be->upload(p->dids, p->touched, (size_t)p->ntouched * sizeof(int32_t));
+    p->dids_touched = 1;
+    return p->dids;
+}
+
+const float *pd_param_touched_grads(pd_net *net, pd_param *p)
+{
+    size_t n = (size_t)p->ntouched * p->cols;
+    if (n > p->cap_hrows || !p->hrows) {
+        free(p->hrows);
+        p->hrows = pd_xmalloc((n + 1) * sizeof(float));
+        p->cap_hrows = n;
+    }
+    if (net->be->host_memory) {
+        for (int k = 0; k < p->ntouched; k++)
+            memcpy(p->hrows + (size_t)k * p->cols, p->g + (size_t)p->touched[k] * p->cols,
+                   (size_t)p->cols * sizeof(float));
+        return p->hrows;
+    }
+    const int32_t *ids = pd_param_touched_ids(net, p);
+    if (!ids || dev_room(net, p, (void **)&p->drows, &p->cap_drows, n, sizeof(float)) < 0) return NULL;
+    net->be->gather(p->drows, p->g, ids, p->ntouched, p->cols);
+    net->be->download(p->hrows, p->drows, n * sizeof(float));
+    return p->hrows;
+}
+
+int pd_param_set_rows(pd_net *net, pd_param *p, const int32_t *ids, const float *vals, int n)
+{
+    size_t cols = (size_t)p->cols;
+    if (net->be->host_memory) {
+        for (int i = 0; i < n; i++) memcpy(p->w + (size_t)ids[i] * cols, vals + (size_t)i * cols, cols * sizeof(float));
+        return 0;
+    }
+    int rc;
+    if ((rc = dev_room(net, p, (void **)&p->dids, &p->cap_dids, (size_t)n, sizeof(int32_t))) < 0 ||
+        (rc = dev_room(net, p, (void **)&p->drows, &p->cap_drows, (size_t)n * cols, sizeof(float))) < 0)
+        return rc;
+    p->dids_touched = 0;
+    net->be->upload(p->dids, ids, (size_t)n * sizeof(int32_t));
+    net->be->upload(p->drows, vals, (size_t)n * cols * sizeof(float));
+    net->be->set_rows(p->w, p->drows, p->dids, n, p->cols);
+    return 0;
 }
 
 /* --- building ------------------------------------------------------------ */
@@ -541,6 +610,9 @@ void pd_net_free(pd_net *net)
         be->free(p->s1);
         be->free(p->s2);
         free(p->touched);
+        be->free(p->dids);
+        be->free(p->drows);
+        free(p->hrows);
         free(p->mark);
         free(p->keys);
         free(p->kmap);
@@ -733,7 +805,7 @@ double pd_net_mean(pd_net *net, int layer)
 /* Dense gradients are not zeroed: their first writer overwrites them
  * (pd_param_grad_beta), and zero_unwritten_grads() zeroes those that no
  * layer wrote. Sparse ones have their touched rows zeroed. */
-static void zero_param_grads(pd_net *net)
+static int zero_param_grads(pd_net *net)
 {
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
@@ -742,12 +814,14 @@ static void zero_param_grads(pd_net *net)
             p->applied = 0;
             continue;
         }
-        for (int k = 0; k < p->ntouched; k++) {
-            net->be->zero(p->g + (size_t)p->touched[k] * p->cols, (size_t)p->cols * sizeof(float));
-            p->mark[p->touched[k]] = 0;
-        }
+        const int32_t *ids = pd_param_touched_ids(net, p);
+        if (!ids) return PD_ENOMEM;
+        net->be->zero_rows(p->g, ids, p->ntouched, p->cols);
+        for (int k = 0; k < p->ntouched; k++) p->mark[p->touched[k]] = 0;
         p->ntouched = 0;
+        p->dids_touched = 0;
     }
+    return 0;
 }
 
 static void zero_unwritten_grads(pd_net *net)
@@ -791,8 +865,8 @@ static int grads_ready(pd_net *net, pd_layer *l, int *last)
 
 int pd_net_backward(pd_net *net)
 {
-    int rc = 0;
-    zero_param_grads(net);
+    int rc = zero_param_grads(net);
+    if (rc < 0) return rc;
     /* only layers the cost depends on take part */
     uint8_t *live = pd_xcalloc((size_t)net->nlayers, 1);
     live[net->cost] = 1;
@@ -835,19 +909,15 @@ static int ensure_state(pd_net *net, pd_param *p, int type)
 }
 
 /* Local training: p's touched rows into its tab. */
-static void hash_step(pd_net *net, pd_param *p, const pd_opt_hyper *h)
+static int hash_step(pd_net *net, pd_param *p, const pd_opt_hyper *h)
 {
-    size_t n = (size_t)p->ntouched * p->cols;
-    float *g = pd_xmalloc(n * sizeof(float) + 1);
+    const float *g = pd_param_touched_grads(net, p);
+    if (!g) return PD_ENOMEM;
     uint64_t *keys = pd_xmalloc((size_t)p->ntouched * sizeof *keys + 1);
-    for (int k = 0; k < p->ntouched; k++) {
-        keys[k] = p->keys[p->touched[k]];
-        net->be->download(g + (size_t)k * p->cols, p->g + (size_t)p->touched[k] * p->cols,
-                          (size_t)p->cols * sizeof(float));
-    }
+    for (int k = 0; k < p->ntouched; k++) keys[k] = p->keys[p->touched[k]];
     pd_hash_update(p->tab, &p->init, p->cols, keys, g, p->ntouched, h, net->seed);
-    free(g);
     free(keys);
+    return 0;
 }
 
 int pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step)
@@ -858,7 +928,7 @@ int pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step)
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
         if (p->hash) {
-            hash_step(net, p, &h);
+            if ((rc = hash_step(net, p, &h)) < 0) return rc;
             continue;
         }
         if ((rc = ensure_state(net, p, h.type)) < 0) return rc;
@@ -870,18 +940,9 @@ int pd_net_update(pd_net *net, const pd_optimizer_desc *o, long step)
             net->be->opt_update(&h, p->w, p->g, p->s1, p->s2, (size_t)p->rows * p->cols);
             continue;
         }
-        for (int k = 0; k < p->ntouched; k++) {
-            size_t off = (size_t)p->touched[k] * p->cols;
-            if (net->be->host_memory && k + PD_AHEAD < p->ntouched) {
-                size_t ahead = (size_t)p->touched[k + PD_AHEAD] * p->cols;
-                PD_PREFETCH_ROW(p->w + ahead, p->cols, 1);
-                PD_PREFETCH_ROW(p->g + ahead, p->cols, 0);
-                if (p->s1) PD_PREFETCH_ROW(p->s1 + ahead, p->cols, 1);
-                if (p->s2) PD_PREFETCH_ROW(p->s2 + ahead, p->cols, 1);
-            }
-            net->be->opt_update(&h, p->w + off, p->g + off, p->s1 ? p->s1 + off : NULL,
-                                p->s2 ? p->s2 + off : NULL, (size_t)p->cols);
-        }
+        const int32_t *ids = pd_param_touched_ids(net, p);
+        if (!ids) return PD_ENOMEM;
+        net->be->opt_update_rows(&h, p->w, p->g, p->s1, p->s2, ids, p->ntouched, p->cols);
     }
     return 0;
 }

@@ -53,6 +53,13 @@ typedef struct pd_param {
     int nkeys, cap_keys;
     int32_t *kmap;      /* open addressing over keys: row, or -1 */
     size_t kmap_cap;
+    /* moving rows on a device backend (pd_param_touched_ids and the two
+     * below): ids and rows on the device, rows on the host; dids holds
+     * touched[0..ntouched) while dids_touched is set */
+    int32_t *dids;
+    float *drows, *hrows;
+    size_t cap_dids, cap_drows, cap_hrows;
+    int dids_touched;
 } pd_param;
 
 typedef struct pd_layer pd_layer;
@@ -216,6 +223,15 @@ static inline int pd_param_sgd_in_place(pd_net *net, pd_param *p, float *alpha, 
 }
 /* Record that rows ids[0..n) of sparse parameter p get gradient (host ids). */
 void pd_param_touch(pd_param *p, const int32_t *ids, int n);
+/* p->touched where the backend reads it (uploaded once after each change
+ * on a device backend); NULL and PD_ENOMEM when the device has no room. */
+const int32_t *pd_param_touched_ids(pd_net *net, pd_param *p);
+/* The gradients of p's touched rows, in host memory, row k for touched[k]
+ * (one gather and one download on a device backend); NULL and PD_ENOMEM. */
+const float *pd_param_touched_grads(pd_net *net, pd_param *p);
+/* w[ids[i]] = vals[i] for n distinct rows (host ids and values; one upload
+ * of each and one launch on a device backend); 0 or PD_ENOMEM. */
+int pd_param_set_rows(pd_net *net, pd_param *p, const int32_t *ids, const float *vals, int n);
 
 /* Fill host array w with init values (deterministic in *rng). */
 void pd_init_fill(const pd_init *init, float *w, int rows, int cols, uint64_t *rng);

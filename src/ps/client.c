@@ -501,6 +501,19 @@ static const float *host_view(pd_client *c, pd_net *net, const float *dev, size_
     return h;
 }
 
+/* The gradients of p's touched rows where the host can read them: p->g
+ * itself in host memory, else a copy of those rows alone (one transfer, not
+ * one a row); NULL when the device has no room. touched_row: the i-th. */
+static const float *touched_grads(pd_net *net, pd_param *p)
+{
+    return net->be->host_memory ? p->g : pd_param_touched_grads(net, p);
+}
+
+static const float *touched_row(const pd_net *net, const pd_param *p, const float *g, int i)
+{
+    return g + (size_t)(net->be->host_memory ? p->touched[i] : i) * p->cols;
+}
+
 static void store(pd_net *net, float *dev, size_t off, const void *src, size_t n)
 {
     if (src != dev + off) net->be->upload(dev + off, src, n * sizeof(float));
@@ -605,10 +618,7 @@ static int on_key_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void 
         (uint64_t)f->len != (uint64_t)f->b * (uint64_t)cols * 4)
         return pd_err_set(PD_EPROTO, "pserver %d: expected KEY_ROWS of %d rows for table %d", server, k->n[server],
                           k->t);
-    const float *v = (const float *)f->payload;
-    for (uint32_t i = 0; i < f->b; i++)
-        store(net, k->p->w, (size_t)k->pos[server][i] * cols, v + (size_t)i * cols, (size_t)cols);
-    return 0;
+    return pd_param_set_rows(net, k->p, k->pos[server], (const float *)f->payload, (int)f->b);
 }
 
 /* The net's fill_rows: the rows of p's bound ids from their pservers. */
@@ -652,6 +662,8 @@ static int fill_keys(void *vc, pd_net *net, pd_param *p)
  * step touched and their gradients. */
 static int push_keys(pd_client *c, pd_net *net, int t, pd_param *p, int *pending)
 {
+    const float *g = touched_grads(net, p);
+    if (!g) return pd_err_wrap(PD_ENOMEM, "table '%s'", p->name);
     uint64_t *keys = pd_xmalloc(((size_t)p->ntouched + 1) * sizeof *keys);
     float *vals = pd_xmalloc(((size_t)p->ntouched * p->cols + 1) * sizeof(float));
     int rc = 0;
@@ -661,8 +673,7 @@ static int push_keys(pd_client *c, pd_net *net, int t, pd_param *p, int *pending
             int32_t r = p->touched[i];
             if (pd_hash_owner(p->keys[r], c->np) != s) continue;
             keys[n] = p->keys[r];
-            memcpy(vals + (size_t)n * p->cols, host_view(c, net, p->g, (size_t)r * p->cols, (size_t)p->cols),
-                   (size_t)p->cols * sizeof(float));
+            memcpy(vals + (size_t)n * p->cols, touched_row(net, p, g, i), (size_t)p->cols * sizeof(float));
             n++;
         }
         rc = pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PUSH_KEYS, (uint32_t)t, (uint32_t)n, keys, (size_t)n * 8,
@@ -811,12 +822,9 @@ static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vct
     if (f->b == 0 || f->b > (uint32_t)(c->nsent[slot] - c->ndone[slot]) ||
         (uint64_t)f->len != (uint64_t)f->b * (uint64_t)p->cols * 4)
         return pd_err_set(PD_EPROTO, "pserver %d: ROWS of the wrong size", server);
-    const float *v = (const float *)f->payload;
-    const int32_t *ids = c->asked[slot] + c->ndone[slot];
-    for (uint32_t i = 0; i < f->b; i++)
-        store(net, p->w, (size_t)ids[i] * p->cols, v + (size_t)i * p->cols, (size_t)p->cols);
+    int rc = pd_param_set_rows(net, p, c->asked[slot] + c->ndone[slot], (const float *)f->payload, (int)f->b);
     c->ndone[slot] += (int)f->b;
-    return 0;
+    return rc;
 }
 
 /* Queue the next PULL_ROWS chunks: each reply fits one frame, and the
@@ -1011,6 +1019,8 @@ static int drain(pd_client *c)
 static int push_rows(pd_client *c, pd_net *net, int t, pd_param *p)
 {
     const pd_layout *l = c->lay;
+    const float *g = touched_grads(net, p);
+    if (!g) return pd_err_wrap(PD_ENOMEM, "table '%s'", p->name);
     for (int s = 0; s < c->np; s++) {
         int n = 0;
         for (int i = 0; i < p->ntouched; i++)
@@ -1025,7 +1035,7 @@ static int push_rows(pd_client *c, pd_net *net, int t, pd_param *p)
             int32_t id = p->touched[i];
             if (pd_row_owner(l, id) != s) continue;
             memcpy(ids + 4 * (size_t)j, &id, 4);
-            memcpy(vals + (size_t)j * row, host_view(c, net, p->g, (size_t)id * p->cols, (size_t)p->cols), row);
+            memcpy(vals + (size_t)j * row, touched_row(net, p, g, i), row);
             j++;
         }
         pd_conn_commit(k, PD_MSG_PUSH_ROWS, (uint32_t)t, (uint32_t)n, len);

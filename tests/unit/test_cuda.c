@@ -114,6 +114,22 @@ static ipair rnd_ids(size_t n, int range)
     return p;
 }
 
+/* n distinct ids of range (n <= range), in a shuffled order */
+static ipair distinct_ids(int n, int range)
+{
+    int32_t *v = pd_xmalloc((size_t)range * sizeof(int32_t));
+    for (int i = 0; i < range; i++) v[i] = i;
+    for (int i = range - 1; i > 0; i--) {
+        int j = (int)(pd_rng_next(&rng) % (uint64_t)(i + 1));
+        int32_t t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+    ipair p = ids_of(v, (size_t)n);
+    free(v);
+    return p;
+}
+
 static void pfree(pair p)
 {
     free(p.h);
@@ -387,6 +403,15 @@ PD_TEST(cuda_gather_scatter)
         cpu->scatter_add(g.h, out.h, ids.h, n, dim);
         gpu->scatter_add(g.d, out.d, ids.d, n, dim);
         SAME("scatter_add", g);
+        /* the rows one step touched: distinct ids, in no order */
+        ipair rows = distinct_ids(range - 7, range);
+        cpu->set_rows(table.h, out.h, rows.h, range - 7, dim);
+        gpu->set_rows(table.d, out.d, rows.d, range - 7, dim);
+        SAME("set_rows", table);
+        cpu->zero_rows(g.h, rows.h, range - 7, dim);
+        gpu->zero_rows(g.d, rows.d, range - 7, dim);
+        SAME("zero_rows", g);
+        ifree(rows);
         pfree(table);
         pfree(out);
         pfree(g);
@@ -618,6 +643,23 @@ PD_TEST(cuda_optimizers)
             snprintf(what, sizeof what, "%s step %ld: s2", opts[o].name, t);
             SAME(what, s2);
             pfree(g);
+        }
+        /* rows of a [59, 17] table, distinct ids in no order: the rows
+         * not named must not move */
+        for (long t = 6; t <= 8; t++) {
+            pair g = rnd(n, -1, 1);
+            ipair ids = distinct_ids(23, 59);
+            h.t = t;
+            cpu->opt_update_rows(&h, w.h, g.h, s1.h, opts[o].s2 ? s2.h : NULL, ids.h, 23, 17);
+            gpu->opt_update_rows(&h, w.d, g.d, s1.d, opts[o].s2 ? s2.d : NULL, ids.d, 23, 17);
+            snprintf(what, sizeof what, "%s rows step %ld: w", opts[o].name, t);
+            SAME(what, w);
+            snprintf(what, sizeof what, "%s rows step %ld: s1", opts[o].name, t);
+            SAME(what, s1);
+            snprintf(what, sizeof what, "%s rows step %ld: s2", opts[o].name, t);
+            SAME(what, s2);
+            pfree(g);
+            ifree(ids);
         }
         pfree(w);
         pfree(s1);

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# gpu.sh - the CUDA backend on a real GPU: correctness first, then speed.
+#
+#   bench/gpu.sh [PADDLE_CUDA [PADDLE [CUDA_UNIT_TESTS]]]
+#       defaults: ./paddle-cuda ./paddle build/cuda/unit_tests
+#   make bench-gpu        builds the three, then runs this
+#
+# Needs a machine with an NVIDIA GPU and its driver; builds nothing, so the
+# binaries can be built elsewhere and copied (paddle-cuda needs a glibc, the
+# driver and cuBLAS 13: LD_LIBRARY_PATH is set to the first libcublas.so.13
+# found when the rpath has none). What it checks, in order (docs/cuda.md,
+# "What was tested where"):
+#
+#   1. `paddle-cuda version` names the device;
+#   2. the CUDA unit tests (every op and three networks against the CPU);
+#   3. `paddle train` of the demo and benchmark recipes with --device=cuda
+#      against --device=cpu: every pass's costs agree to GPU_TOL (relative);
+#   4. `paddle run` with the trainer on the GPU and the pserver on the CPU,
+#      sync and async, against the same run on the CPU;
+#   5. samples/s of the benchmark MLP and recommender on the GPU, against
+#      PyTorch on the same GPU (TORCH_DEVICE=cuda bench/torch_models.py) and
+#      against ./paddle on the CPU (GPU_CPU_THREADS threads);
+#   6. the unit tests again under compute-sanitizer (memcheck, initcheck),
+#      where it is.
+#
+# Each step is bounded in time (GPU_STEP_TIMEOUT seconds, 300 by default).
+# Prints "gpu: FAILED ..." for each failure and exits 1 if there was any.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+abs() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+pcuda=$(abs "${1:-./paddle-cuda}")
+pcpu=$(abs "${2:-./paddle}")
+units=$(abs "${3:-build/cuda/unit_tests}")
+tol=${GPU_TOL:-1e-3}
+limit=${GPU_STEP_TIMEOUT:-300}
+cpu_threads=${GPU_CPU_THREADS:-$(nproc)}
+PY=${PY:-python3}
+failed=0
+fail() { echo "gpu: FAILED: $*"; failed=1; }
+step() { echo; echo "== $*"; }
+for f in "$pcuda" "$pcpu" "$units"; do
+    [ -x "$f" ] || { echo "gpu: $f is missing or not executable (make paddle paddle-cuda build/cuda/unit_tests)" >&2; exit 2; }
+done
+command -v nvidia-smi >/dev/null && nvidia-smi -L
+
+# cuBLAS: through the rpath, else the first libcublas.so.13 on the machine
+if ldd "$pcuda" | grep -q 'libcublas.so.13 => not found'; then
+    lib=$(find / -xdev -name 'libcublas.so.13' -print -quit 2>/dev/null)
+    [ -n "$lib" ] || { echo "gpu: no libcublas.so.13 on this machine" >&2; exit 2; }
+    export LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "gpu: cuBLAS from $(dirname "$lib")"
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 2
+
+step "1. paddle-cuda version"
+timeout "$limit" "$pcuda" version | tee version.txt
+grep -q '^  cuda .*device 0: ' version.txt || fail "paddle-cuda version names no device"
+
+step "2. the CUDA unit tests (each op and three networks, GPU against CPU)"
+timeout "$limit" "$units" cuda 2>&1 | tee units.txt
+grep -q ' 0 failed' units.txt && ! grep -q ' 0 passed' units.txt || fail "the CUDA unit tests"
+
+# the pass costs of a log: "pass N train COST test COST"
+costs() {
+    sed -n 's/.*\(pass [0-9]*\) done.*train cost \([^,]*\), test cost \([^,]*\).*/\1 \2 \3/p; t
+            s/.*\(pass [0-9]*\) done.*train cost \([^,]*\).*/\1 \2 -/p' "$1"
+}
+# NAME A B: do the pass costs of two logs agree to $tol (relative)? Prints
+# the largest difference; NAME.worst holds it
+agree() {
+    costs "$2" >"$1.a"
+    costs "$3" >"$1.b"
+    paste "$1.a" "$1.b" | awk -v tol="$tol" -v name="$1" -v out="$1.worst" '
+        function bad(a, b) { if (a == "-" && b == "-") return 0; d = a - b; if (d < 0) d = -d
+                             m = a < 0 ? -a : a; if (m < 1e-3) m = 1e-3; if (d / m > worst) worst = d / m
+                             return d > tol * m }
+        { n++; if ($2 != $6 || bad($3, $7) || bad($4, $8)) { print "  differ: " $0; failed = 1 } }
+        END { printf "  %-22s %d passes, largest relative difference %.2g (tolerance %s)\n", name, n, worst, tol
+              printf "%g\n", worst > out
+              exit (failed || n == 0) }'
+}
+# NAME CPU_LOG GPU_LOG RERUN...: as agree; where they differ, RERUN (the GPU
+# run again, writing GPU_LOG.again) shows the GPU's own run-to-run spread
+# (atomicAdd sums repeated ids in no fixed order): a difference no more than
+# 4 times that spread is reported, not failed
+agree_gpu() {
+    local name=$1 a=$2 b=$3
+    shift 3
+    agree "$name" "$a" "$b" && return 0
+    "$@" || { fail "$name: the GPU run did not finish the second time"; return; }
+    agree "$name, GPU twice" "$b" "$b.again" >/dev/null
+    local diff spread
+    diff=$(cat "$name.worst")
+    spread=$(cat "$name, GPU twice.worst")
+    echo "  $name: two GPU runs differ by up to $spread"
+    if awk -v d="$diff" -v s="$spread" 'BEGIN { exit !(d <= 4 * s) }'; then
+        echo "  $name: within 4 times the GPU's own run-to-run spread (atomicAdd's order): not counted as a failure"
+    else
+        fail "$name: the costs on the GPU differ from the CPU's by more than 4 times the GPU's run-to-run spread"
+    fi
+}
+
+step "3. paddle train, --device=cuda against --device=cpu"
+mkdir -p data/uci_housing
+if [ -s "$root/recipes/data/uci_housing/housing.data" ]; then
+    cp "$root/recipes/data/uci_housing/housing.data" data/uci_housing/
+else
+    "$root/recipes/prepare.sh" && cp "$root/recipes/data/uci_housing/housing.data" data/uci_housing/
+fi
+timeout "$limit" "$pcpu" gen movielens --out data/ml-gen >gen.log 2>&1 || { cat gen.log; fail "paddle gen movielens"; }
+timeout "$limit" "$pcpu" gen criteo --out data/criteo-gen --rows 60000 >>gen.log 2>&1 || { cat gen.log; fail "paddle gen criteo"; }
+cp "$root/recipes/fit_a_line.lua" "$root/recipes/recommendation.lua" "$root/recipes/ctr_dnn.lua" \
+    "$here/mlp.lua" "$here/rec.lua" .
+declare -A targs=(
+    [fit_a_line]="--passes=30 --early_stop=0"
+    [recommendation]="--passes=2 --max_batches=300"
+    [ctr_dnn]="--passes=2 --early_stop=0 --mode=sync"
+    [mlp]="--passes=2"
+    [rec]="--passes=2")
+# RECIPE DEVICE LOG
+train() {
+    # shellcheck disable=SC2086 # targs holds options
+    timeout "$limit" "$pcuda" train $1.lua ${targs[$1]} --device=$2 --save_dir=o_$3 \
+        --log_period=1000000 >$3 2>&1 || { tail -5 $3; fail "paddle train $1.lua --device=$2"; return 1; }
+}
+for r in fit_a_line recommendation ctr_dnn mlp rec; do
+    train $r cpu $r.cpu.log && train $r cuda $r.cuda.log &&
+        agree_gpu "train $r" $r.cpu.log $r.cuda.log train $r cuda $r.cuda.log.again
+done
+
+step "4. paddle run: the trainer on the GPU, the pserver on the CPU"
+for mode in sync async; do
+    for gpu in 0 1; do
+        timeout "$limit" "$pcuda" run rec.lua --passes=2 --mode=$mode --use_gpu=$gpu \
+            --log_period=1000000 >run.$mode.$gpu.log 2>&1 || { tail -5 run.$mode.$gpu.log; fail "paddle run rec.lua --mode=$mode --use_gpu=$gpu"; }
+    done
+    grep -h "trainer 0" run.$mode.1.log | grep -i -m1 -E "cuda|gpu|device"
+    # async: the order in which the pserver applies the pushes is not
+    # fixed, so the costs are compared with a looser tolerance
+    if [ $mode = sync ]; then agree "run $mode" run.$mode.0.log run.$mode.1.log || fail "run $mode: the costs differ"
+    else tol=5e-2 agree "run $mode" run.$mode.0.log run.$mode.1.log || fail "run $mode: the costs differ"; fi
+done
+
+step "5. samples/s: paddle on the GPU against PyTorch on the same GPU and paddle on $cpu_threads CPU threads"
+rate() {
+    awk '/pass [0-9]+ done:/ { for (i = 1; i <= NF; i++) { if ($i == "done:") n = $(i+1); if ($i == "samples/s),") r = $(i-1) }
+         sub(/^\(/, "", r); if ($0 !~ /pass 0 done/ && r > 0) { N += n; S += n / r } }
+         END { if (S > 0) printf "%.0f", N / S; else print 0 }' "$1"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+have_torch=0
+if $PY -c 'import torch; assert torch.cuda.is_available(); print("  PyTorch", torch.__version__, "on", torch.cuda.get_device_name(0))' 2>/dev/null; then
+    have_torch=1
+else
+    echo "  no PyTorch that sees the GPU here (python: $PY): no PyTorch figure"
+fi
+for m in mlp rec; do
+    for i in 1 2 3; do
+        timeout "$limit" "$pcuda" train $m.lua --passes=6 --device=cuda --save_dir=o_b_gpu_$m$i >b.$m.gpu.$i.log 2>&1
+        g=$(rate b.$m.gpu.$i.log)
+        t=0
+        [ $have_torch = 1 ] && t=$(TORCH_DEVICE=cuda TORCH_REPEAT=10 timeout "$limit" $PY "$here/torch_models.py" $m 2>/dev/null | awk '{print $2}')
+        OPENBLAS_NUM_THREADS=$cpu_threads timeout "$limit" "$pcpu" train $m.lua --passes=6 --save_dir=o_b_cpu_$m$i >b.$m.cpu.$i.log 2>&1
+        c=$(rate b.$m.cpu.$i.log)
+        printf '  %-4s round %d: paddle gpu %s, pytorch gpu %s, paddle cpu %s samples/s: gpu/pytorch %s, gpu/cpu %s\n' \
+            $m "$i" "$g" "${t:-0}" "$c" "$(ratio "$g" "${t:-0}")" "$(ratio "$g" "$c")"
+    done
+done
+
+step "6. compute-sanitizer (memcheck, initcheck) on the CUDA unit tests"
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [ -n "$cs" ]; then
+    for tool in memcheck initcheck; do
+        timeout "$limit" "$cs" --tool $tool --error-exitcode 9 "$units" cuda >$tool.txt 2>&1
+        rc=$?
+        echo "  $tool: exit $rc"
+        tail -4 $tool.txt | sed 's/^/    /'
+        [ $rc -eq 0 ] || { grep -m5 -A8 '^========= ' $tool.txt; fail "compute-sanitizer $tool (exit $rc)"; }
+    done
+else
+    echo "  skipped: no compute-sanitizer here"
+fi
+
+echo
+[ $failed = 0 ] && echo "gpu: ok: every check passed" || echo "gpu: some checks FAILED (above)"
+exit $failed
