@@ -19,7 +19,8 @@
 #      sync and async, against the same run on the CPU;
 #   5. samples/s of the benchmark MLP and recommender on the GPU, against
 #      PyTorch on the same GPU (TORCH_DEVICE=cuda bench/torch_models.py) and
-#      against ./paddle on the CPU (GPU_CPU_THREADS threads);
+#      against ./paddle on the CPU (GPU_CPU_THREADS threads, 2 by default as
+#      in make bench);
 #   6. the unit tests again under compute-sanitizer (memcheck, initcheck),
 #      where it is.
 #
@@ -34,7 +35,7 @@ pcpu=$(abs "${2:-./paddle}")
 units=$(abs "${3:-build/cuda/unit_tests}")
 tol=${GPU_TOL:-1e-3}
 limit=${GPU_STEP_TIMEOUT:-300}
-cpu_threads=${GPU_CPU_THREADS:-$(nproc)}
+cpu_threads=${GPU_CPU_THREADS:-2}
 PY=${PY:-python3}
 failed=0
 fail() { echo "gpu: FAILED: $*"; failed=1; }

@@ -108,6 +108,8 @@ build_openblas() {
         NOFORTRAN=1 NO_LAPACK=1 ONLY_CBLAS=1 NO_SHARED=1 USE_OPENMP=0
         USE_THREAD=1 NUM_THREADS=64 BUILD_SINGLE=1
         DYNAMIC_ARCH=1 DYNAMIC_LIST="SANDYBRIDGE HASWELL SKYLAKEX")
+    # Intel models 0.3.21 does not know got Prescott's kernels (the patch)
+    patch -p1 -s <"$here/patches/openblas-unknown-intel-models.patch"
     make -j"$jobs" "${opts[@]}"
     make "${opts[@]}" PREFIX="$P" install
 }

@@ -89,9 +89,11 @@ $(DEPS_DIR)/$(2)/stamp/$(1)-$(VENDOR_V_$(1)): $(VENDOR_SRC_$(1))/.paddle-unpacke
 endef
 $(foreach f,musl glibc,$(foreach p,$(VENDOR_PKGS),$(eval $(call vendor_pkg_stamp,$(p),$(f)))))
 
-# Lua carries our patch (vendor/patches/).
+# Lua and OpenBLAS carry our patches (vendor/patches/).
 $(foreach f,musl glibc,$(eval \
   $(DEPS_DIR)/$(f)/stamp/lua5.4-$(VENDOR_V_lua5.4): $(VENDOR_DIR)/patches/lua5.4-count-work.patch))
+$(foreach f,musl glibc,$(eval \
+  $(DEPS_DIR)/$(f)/stamp/openblas-$(VENDOR_V_openblas): $(VENDOR_DIR)/patches/openblas-unknown-intel-models.patch))
 
 # libssh2 is built against our OpenSSL and zlib.
 $(foreach f,musl glibc,$(eval \
