@@ -24,7 +24,8 @@
 #   6. the unit tests again under compute-sanitizer (memcheck, initcheck),
 #      where it is.
 #
-# Each step is bounded in time (GPU_STEP_TIMEOUT seconds, 300 by default).
+# Each step is bounded in time (GPU_STEP_TIMEOUT seconds, 300 by default);
+# GPU_SANITIZE=0 leaves out step 6, the slowest.
 # Prints "gpu: FAILED ..." for each failure and exits 1 if there was any.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -84,26 +85,39 @@ agree() {
               printf "%g\n", worst > out
               exit (failed || n == 0) }'
 }
-# NAME CPU_LOG GPU_LOG RERUN...: as agree; where they differ, RERUN (the GPU
-# run again, writing GPU_LOG.again) shows the GPU's own run-to-run spread
-# (atomicAdd sums repeated ids in no fixed order): a difference no more than
-# 4 times that spread is reported, not failed
+# RECIPE: do the pass costs of `paddle train` on the CPU (RECIPE.cpu.log)
+# and the GPU (RECIPE.cuda.log) agree? Where they do not, two more runs
+# measure how far rounding alone moves this recipe's costs: the GPU again
+# (atomicAdd sums an embedding's repeated ids in no fixed order), and the
+# CPU with other OpenBLAS kernels (Prescott's: the same products summed in
+# another order). A difference no more than twice the larger of the two is
+# reported, not failed (a "GPU" that only took another seed moved CTR-DNN
+# 2.3 times as far as the CPU's kernels did).
 agree_gpu() {
-    local name=$1 a=$2 b=$3
-    shift 3
-    agree "$name" "$a" "$b" && return 0
-    "$@" || { fail "$name: the GPU run did not finish the second time"; return; }
-    agree "$name, GPU twice" "$b" "$b.again" >/dev/null
-    local diff spread
+    local r=$1 name="train $1"
+    agree "$name" $r.cpu.log $r.cuda.log && return 0
+    train $r cuda $r.cuda.log.again || return
+    agree "$name, GPU twice" $r.cuda.log $r.cuda.log.again >/dev/null
+    local diff gpu cpu=0
     diff=$(cat "$name.worst")
-    spread=$(cat "$name, GPU twice.worst")
-    echo "  $name: two GPU runs differ by up to $spread"
-    if awk -v d="$diff" -v s="$spread" 'BEGIN { exit !(d <= 4 * s) }'; then
-        echo "  $name: within 4 times the GPU's own run-to-run spread (atomicAdd's order): not counted as a failure"
+    gpu=$(cat "$name, GPU twice.worst")
+    echo "  $name: two GPU runs differ by up to $gpu"
+    case "$cpu_core" in
+    *Prescott* | *Katmai*) echo "  $name: the CPU has Prescott's kernels already: no CPU reference" ;;
+    *)
+        OPENBLAS_CORETYPE=Prescott train $r cpu $r.cpu.log.prescott || return
+        agree "$name, CPU kernels" $r.cpu.log $r.cpu.log.prescott >/dev/null
+        cpu=$(cat "$name, CPU kernels.worst")
+        echo "  $name: the CPU with Prescott's kernels against $cpu_core's: up to $cpu"
+        ;;
+    esac
+    if awk -v d="$diff" -v g="$gpu" -v c="$cpu" 'BEGIN { exit !(d <= 2 * (g > c ? g : c)) }'; then
+        echo "  $name: within twice what rounding alone moves: not counted as a failure"
     else
-        fail "$name: the costs on the GPU differ from the CPU's by more than 4 times the GPU's run-to-run spread"
+        fail "$name: the costs on the GPU differ from the CPU's by more than twice what rounding alone moves"
     fi
 }
+cpu_core=$("$pcuda" version | sed -n 's/.*blas core on this cpu: //p')
 
 step "3. paddle train, --device=cuda against --device=cpu"
 mkdir -p data/uci_housing
@@ -122,15 +136,14 @@ declare -A targs=(
     [ctr_dnn]="--passes=2 --early_stop=0 --mode=sync"
     [mlp]="--passes=2"
     [rec]="--passes=2")
-# RECIPE DEVICE LOG
+# RECIPE DEVICE LOG (OPENBLAS_CORETYPE from the caller, if set)
 train() {
     # shellcheck disable=SC2086 # targs holds options
     timeout "$limit" "$pcuda" train $1.lua ${targs[$1]} --device=$2 --save_dir=o_$3 \
         --log_period=1000000 >$3 2>&1 || { tail -5 $3; fail "paddle train $1.lua --device=$2"; return 1; }
 }
 for r in fit_a_line recommendation ctr_dnn mlp rec; do
-    train $r cpu $r.cpu.log && train $r cuda $r.cuda.log &&
-        agree_gpu "train $r" $r.cpu.log $r.cuda.log train $r cuda $r.cuda.log.again
+    train $r cpu $r.cpu.log && train $r cuda $r.cuda.log && agree_gpu $r
 done
 
 step "4. paddle run: the trainer on the GPU, the pserver on the CPU"
@@ -174,7 +187,9 @@ done
 
 step "6. compute-sanitizer (memcheck, initcheck) on the CUDA unit tests"
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-if [ -n "$cs" ]; then
+if [ "${GPU_SANITIZE:-1}" = 0 ]; then
+    echo "  skipped: GPU_SANITIZE=0"
+elif [ -n "$cs" ]; then
     for tool in memcheck initcheck; do
         timeout "$limit" "$cs" --tool $tool --error-exitcode 9 "$units" cuda >$tool.txt 2>&1
         rc=$?
