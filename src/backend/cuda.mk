@@ -106,7 +106,8 @@ build/cuda-emu/paddle: $(OBJS_asan) build/obj/cuda-emu/cuda.o
 	g++ $(EMU_SAN) -o $@ $^ $(DEPS_glibc_LDFLAGS) $(DEPS_glibc_LIBS)
 
 # the unit tests, then `paddle train` of a small recommender-like recipe with
-# device = "cpu" and "cuda" (emulated): the pass costs must agree to 1e-4
+# device = "cpu" and "cuda" (emulated), then `paddle run` of it with 1 pserver
+# and 1 trainer on each: the pass costs must agree to 1e-4
 CUDA_EMU_DIR := build/cuda-emu/check
 
 cuda-emu-check: build/cuda-emu/unit_tests build/cuda-emu/paddle
@@ -137,6 +138,21 @@ cuda-emu-check: build/cuda-emu/unit_tests build/cuda-emu/paddle
 	    { n++; if ($$2 != $$6 || bad($$3, $$7) || bad($$4, $$8)) { print "cuda-emu-check: FAILED: " $$0; failed = 1 } } \
 	    END { if (failed) exit 1; if (n != 3) { print "cuda-emu-check: FAILED: " n " passes"; exit 1 } \
 	          print "cuda-emu-check: ok: paddle train on emulated cuda matches cpu" }'
+	@# the same through 1 pserver (CPU) and 1 trainer, sync: rows pulled
+	@# into and pushed from the device table a reply at a time
+	@cd $(CUDA_EMU_DIR) && { echo 'job { pservers = 1, trainers = 1 }'; \
+	    sed 's/^settings { /settings { mode = "sync", /' r.lua; } > run.lua && for g in 0 1; do \
+	    ASAN_OPTIONS=detect_leaks=0 timeout 300 ../paddle run run.lua --use_gpu=$$g > run$$g.log 2>&1 || \
+	        { cat run$$g.log; echo "cuda-emu-check: FAILED: paddle run --use_gpu=$$g"; exit 1; }; \
+	    sed -n 's/.*\(pass [0-9]*\) done.*train cost \([^,]*\), test cost \([^,]*\).*/\1 \2 \3/p' run$$g.log > run$$g.txt; \
+	done; cat run1.txt; \
+	grep -q 'sync mode, on cpu$$' run0.log && grep -q 'sync mode, on cuda$$' run1.log || \
+	    { echo "cuda-emu-check: FAILED: the trainer did not say it ran on cpu, then on cuda"; exit 1; }; \
+	paste run0.txt run1.txt | awk 'function bad(a, b) { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; \
+	    return d > 1e-4 * (m > 1e-3 ? m : 1e-3) } \
+	    { n++; if ($$2 != $$6 || bad($$3, $$7) || bad($$4, $$8)) { print "cuda-emu-check: FAILED: " $$0; failed = 1 } } \
+	    END { if (failed) exit 1; if (n != 3) { print "cuda-emu-check: FAILED: paddle run: " n " passes"; exit 1 } \
+	          print "cuda-emu-check: ok: paddle run with the trainer on emulated cuda matches cpu" }'
 
 cuda-clean:
 	rm -rf build/cuda build/cuda-emu

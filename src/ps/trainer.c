@@ -180,8 +180,8 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
     rc = resume_at(r, o, &cl, &d);
     *train = d.train;
     if (rc < 0) goto out;
-    PD_INFO("trainer %d: parameters ready; training %d passes, batch %d, %s mode", o->id, r->passes, r->batch_size,
-            r->mode);
+    PD_INFO("trainer %d: parameters ready; training %d passes, batch %d, %s mode, on %s", o->id, r->passes,
+            r->batch_size, r->mode, net->be->name);
     rc = pd_drive(&d);
     *test = d.test;
     if (rc == 0) {

@@ -800,6 +800,53 @@ PD_TEST(cpu_tanh_accuracy)
     CHECK(worst < 3e-7);
 }
 
+/* The row ops of a sparse table's step (backend.h): set_rows, zero_rows
+ * and opt_update_rows change the rows named, each as its whole-array op
+ * would, and no other row. */
+PD_TEST(cpu_row_ops_touch_only_their_rows)
+{
+    const pd_backend *be = &pd_backend_cpu;
+    enum { R = 11, C = 5 };
+    float w[R * C], keep[R * C], src[3 * C], g[R * C], s1[R * C], s2[R * C];
+    float ew[R * C], es1[R * C], es2[R * C];
+    for (int i = 0; i < R * C; i++) {
+        w[i] = keep[i] = (float)(i % 7) - 3.25f;
+        g[i] = 0.1f * (float)(i % 5) - 0.2f;
+        s1[i] = es1[i] = 0.01f * (float)(i % 3);
+        s2[i] = es2[i] = 0.02f * (float)(i % 4);
+    }
+    for (int i = 0; i < 3 * C; i++) src[i] = 100.f + (float)i;
+    const int32_t set[3] = {7, 2, 9}, zero[2] = {2, 10}, upd[3] = {3, 0, 10};
+
+    be->set_rows(w, src, set, 3, C);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            int k = r == 7 ? 0 : r == 2 ? 1 : r == 9 ? 2 : -1;
+            CHECK(w[r * C + c] == (k >= 0 ? src[k * C + c] : keep[r * C + c]));
+        }
+    memcpy(keep, w, sizeof w);
+    be->zero_rows(w, zero, 2, C);
+    for (int i = 0; i < R * C; i++) CHECK(w[i] == (i / C == 2 || i / C == 10 ? 0.f : keep[i]));
+
+    /* Adam on rows 3, 0 and 10, against opt_update on each row alone */
+    pd_opt_hyper h = {.type = PD_OPT_ADAM, .lr = 0.05f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-6f,
+                      .weight_decay = 0.01f, .t = 3};
+    memcpy(ew, w, sizeof w);
+    for (int k = 0; k < 3; k++) {
+        size_t off = (size_t)upd[k] * C;
+        be->opt_update(&h, ew + off, g + off, es1 + off, es2 + off, C);
+    }
+    be->opt_update_rows(&h, w, g, s1, s2, upd, 3, C);
+    for (int i = 0; i < R * C; i++) {
+        CHECK(w[i] == ew[i]);
+        CHECK(s1[i] == es1[i]);
+        CHECK(s2[i] == es2[i]);
+        int r = i / C;
+        if (r != 3 && r != 0 && r != 10) CHECK(w[i] == (r == 2 ? 0.f : keep[i]));
+    }
+    CHECK(w[3 * C] != keep[3 * C] || w[3 * C + 1] != keep[3 * C + 1]); /* the update did something */
+}
+
 PD_TEST(fc_fused_tail_matches_ops)
 {
     const pd_backend *be = &pd_backend_cpu;
