@@ -182,6 +182,20 @@ static void same_at(const char *file, int line, const char *what, const float *c
 #define SAME(what, p) same_at(__FILE__, __LINE__, what, (p).h, (p).d, (p).n)
 #define SAME_N(what, c, d, n) same_at(__FILE__, __LINE__, what, c, d, n)
 
+/* An optimizer's weights and both states after step t ("NAME KIND t: w"). */
+static void same_state_at(const char *file, int line, const char *name, const char *kind, long t, pair w,
+                          pair s1, pair s2)
+{
+    char what[96];
+    const pair *p[3] = {&w, &s1, &s2};
+    static const char *const part[3] = {"w", "s1", "s2"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(what, sizeof what, "%s %s %ld: %s", name, kind, t, part[i]);
+        same_at(file, line, what, p[i]->h, p[i]->d, p[i]->n);
+    }
+}
+#define SAME_STATE(name, kind, t, w, s1, s2) same_state_at(__FILE__, __LINE__, name, kind, t, w, s1, s2)
+
 static void same_ints_at(const char *file, int line, const char *what, const int32_t *c, const int32_t *d, size_t n)
 {
     int32_t *g = pd_xmalloc((n ? n : 1) * sizeof(int32_t));
@@ -625,7 +639,6 @@ PD_TEST(cuda_optimizers)
         {"adam", PD_OPT_ADAM, 0, 1},         {"rmsprop", PD_OPT_RMSPROP, 0, 1},
         {"rmsprop without momentum state", PD_OPT_RMSPROP, 0, 0},
     };
-    char what[96];
     for (size_t o = 0; o < PD_COUNT(opts); o++) {
         size_t n = 1003;
         pair w = rnd(n, -1, 1), s1 = zeros(n), s2 = zeros(n);
@@ -636,12 +649,7 @@ PD_TEST(cuda_optimizers)
             h.t = t;
             cpu->opt_update(&h, w.h, g.h, s1.h, opts[o].s2 ? s2.h : NULL, n);
             gpu->opt_update(&h, w.d, g.d, s1.d, opts[o].s2 ? s2.d : NULL, n);
-            snprintf(what, sizeof what, "%s step %ld: w", opts[o].name, t);
-            SAME(what, w);
-            snprintf(what, sizeof what, "%s step %ld: s1", opts[o].name, t);
-            SAME(what, s1);
-            snprintf(what, sizeof what, "%s step %ld: s2", opts[o].name, t);
-            SAME(what, s2);
+            SAME_STATE(opts[o].name, "step", t, w, s1, s2);
             pfree(g);
         }
         /* rows of a [59, 17] table, distinct ids in no order: the rows
@@ -652,12 +660,7 @@ PD_TEST(cuda_optimizers)
             h.t = t;
             cpu->opt_update_rows(&h, w.h, g.h, s1.h, opts[o].s2 ? s2.h : NULL, ids.h, 23, 17);
             gpu->opt_update_rows(&h, w.d, g.d, s1.d, opts[o].s2 ? s2.d : NULL, ids.d, 23, 17);
-            snprintf(what, sizeof what, "%s rows step %ld: w", opts[o].name, t);
-            SAME(what, w);
-            snprintf(what, sizeof what, "%s rows step %ld: s1", opts[o].name, t);
-            SAME(what, s1);
-            snprintf(what, sizeof what, "%s rows step %ld: s2", opts[o].name, t);
-            SAME(what, s2);
+            SAME_STATE(opts[o].name, "rows step", t, w, s1, s2);
             pfree(g);
             ifree(ids);
         }
