@@ -23,7 +23,7 @@ export CONTAINERS_CONF=$T/containers.conf
 tag=pd$$-$RANDOM
 image=localhost/paddle-test:$tag
 net=pdnet-$tag
-names=(ps0-$tag ps1-$tag tr0-$tag tr1-$tag)
+names=() # every container the test made, for cleanup
 cleanup() {
     podman kube down pod.yaml >/dev/null 2>&1
     podman rm -f -t 0 "${names[@]}" >/dev/null 2>&1
@@ -40,13 +40,17 @@ fi
 run_capture podman run --rm "$image" version
 [ $rc -eq 0 ] && [[ "$out" == *static-musl* ]] && pass make_image || fail make_image "rc $rc: $out"
 
-if ! podman network create "$net" >/dev/null 2>net.err; then
-    skip container_job "podman cannot create a network here: $(head -c 200 net.err)"
-else
-    list=${names[0]}:7164,${names[1]}:7164
+# ATTEMPT: the 2 x 2 job as four containers named ps0-TAG-ATTEMPT ...; 0 when
+# it trained, else 1 with what went wrong in $why
+container_job() {
+    local a=$1 i n
+    local job=(ps0-$tag-$a ps1-$tag-$a tr0-$tag-$a tr1-$tag-$a)
+    names+=("${job[@]}")
+    local list=${job[0]}:7164,${job[1]}:7164
+    : >run.err
     for i in 0 1 2 3; do
-        n=${names[$i]}
-        mkdir -p "vol$i" && cp -r fit_a_line.lua data "vol$i/"
+        n=${job[$i]}
+        rm -rf "vol$i" && mkdir -p "vol$i" && cp -r fit_a_line.lua data "vol$i/"
         case $i in
         0|1) env=(-e TRAINING_ROLE=PSERVER -e POD_IP="$n" -e PADDLE_PORT=7164) ;;
         *) env=(-e TRAINING_ROLE=TRAINER -e PADDLE_TRAINER_ID=$((i - 2))) ;;
@@ -55,13 +59,30 @@ else
             -e PADDLE_PSERVERS_IP_PORT_LIST="$list" -e PADDLE_TRAINERS_NUM=2 "${env[@]}" \
             "$image" start fit_a_line.lua --passes=3 --save_dir=out --server_timeout=30 >/dev/null 2>>run.err
     done
-    codes=$(timeout 90 podman wait "${names[@]}" 2>&1 | tr '\n' ' ')
+    local codes
+    codes=$(timeout 90 podman wait "${job[@]}" 2>&1 | tr '\n' ' ')
     if [ "$codes" = "0 0 0 0 " ] && [ -s vol2/out/pass-00002/fc_0.w_0.npy ] &&
-        podman logs "${names[2]}" 2>&1 | grep -q 'pass 2 done'; then
-        pass container_job
-    else
-        fail container_job "exit codes '$codes' $(head -c 300 run.err); tr0: $(podman logs "${names[2]}" 2>&1 | tail -n 3)"
+        podman logs "${job[2]}" 2>&1 | grep -q 'pass 2 done'; then
+        return 0
     fi
+    why="exit codes '$codes' $(head -c 300 run.err); tr0: $(podman logs "${job[2]}" 2>&1 | tail -n 3)"
+    why="$why; ps0: $(podman logs "${job[0]}" 2>&1 | tail -n 4); ps1: $(podman logs "${job[1]}" 2>&1 | tail -n 4)"
+    podman rm -f -t 0 "${job[@]}" >/dev/null 2>&1
+    return 1
+}
+
+if ! podman network create "$net" >/dev/null 2>net.err; then
+    skip container_job "podman cannot create a network here: $(head -c 200 net.err)"
+elif container_job 1; then
+    pass container_job
+else
+    # Twice in about ten runs under .ci/run (never when run alone), a
+    # trainer reached one pserver port and not the others for 30 s. Until
+    # that is understood the job gets one more try, and the first failure
+    # is kept in this test's log.
+    echo "container_job: the first attempt failed: $why"
+    echo "container_job: trying once more"
+    if container_job 2; then pass container_job; else fail container_job "twice; the second: $why"; fi
 fi
 
 # the same roles as one Pod (every role a container, pservers on localhost)
