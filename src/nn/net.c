@@ -397,9 +397,7 @@ const float *pd_param_touched_grads(pd_net *net, pd_param *p)
         p->cap_hrows = n;
     }
     if (net->be->host_memory) {
-        for (int k = 0; k < p->ntouched; k++)
-            memcpy(p->hrows + (size_t)k * p->cols, p->g + (size_t)p->touched[k] * p->cols,
-                   (size_t)p->cols * sizeof(float));
+        net->be->gather(p->hrows, p->g, p->touched, p->ntouched, p->cols);
         return p->hrows;
     }
     const int32_t *ids = pd_param_touched_ids(net, p);
@@ -413,7 +411,7 @@ int pd_param_set_rows(pd_net *net, pd_param *p, const int32_t *ids, const float 
 {
     size_t cols = (size_t)p->cols;
     if (net->be->host_memory) {
-        for (int i = 0; i < n; i++) memcpy(p->w + (size_t)ids[i] * cols, vals + (size_t)i * cols, cols * sizeof(float));
+        net->be->set_rows(p->w, vals, ids, n, p->cols);
         return 0;
     }
     int rc;
