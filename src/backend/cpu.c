@@ -137,12 +137,43 @@ static struct {
     pthread_cond_t go, done;
     int nthreads;             /* threads a product is cut among, caller included (0: not decided) */
     int nworkers;             /* workers started */
-    int nparts;               /* parts of the current product */
     unsigned long gen;        /* counts products handed to the workers */
-    int pending;              /* workers' parts not done yet */
+    /* the current product's parts, taken by whichever thread comes first:
+     * its gen (low 32 bits), its parts and the next part not taken, in one
+     * word (a thread late for one product cannot take a part of the next) */
+    uint64_t claim;
+    int pending;              /* parts not done yet */
     gemm_part part[MAX_THREADS];
     unsigned long born[MAX_THREADS]; /* gen when each worker was started */
 } gp = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, {{0}}, {0}};
+
+static void run_part(const gemm_part *p);
+
+#define CLAIM(gen, parts, next) ((uint64_t)(uint32_t)(gen) << 32 | (uint64_t)(parts) << 16 | (uint64_t)(next))
+
+/* Take the next part of product gen: its index, or -1 when none is left
+ * (or the product is another). */
+static int take_part(unsigned long gen)
+{
+    uint64_t w = __atomic_load_n(&gp.claim, __ATOMIC_ACQUIRE);
+    for (;;) {
+        int parts = (int)(w >> 16 & 0xffff), next = (int)(w & 0xffff);
+        if ((uint32_t)(w >> 32) != (uint32_t)gen || next >= parts) return -1;
+        if (__atomic_compare_exchange_n(&gp.claim, &w, w + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return next;
+    }
+}
+
+/* Run the parts of product gen that no thread took yet; returns 1 when
+ * the last part of all ended here. */
+static int run_taken(unsigned long gen)
+{
+    int last = 0;
+    for (int i; (i = take_part(gen)) >= 0;) {
+        run_part(&gp.part[i]);
+        last = __atomic_sub_fetch(&gp.pending, 1, __ATOMIC_ACQ_REL) == 0;
+    }
+    return last;
+}
 
 static void opt_update_serial(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n);
 
@@ -195,11 +226,8 @@ static void *worker(void *arg)
         pthread_mutex_lock(&gp.mu);
         while (!changed && gp.gen == seen) pthread_cond_wait(&gp.go, &gp.mu);
         seen = gp.gen;
-        int mine = id < gp.nparts; /* a product may be cut in fewer parts than threads */
         pthread_mutex_unlock(&gp.mu);
-        if (!mine) continue;
-        run_part(&gp.part[id]);
-        if (__atomic_sub_fetch(&gp.pending, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (run_taken(seen)) {
             pthread_mutex_lock(&gp.mu);
             pthread_cond_signal(&gp.done);
             pthread_mutex_unlock(&gp.mu);
@@ -308,16 +336,18 @@ static void cpu_gemm(int ta, int tb, int m, int n, int k, float alpha, const flo
     run_parts(parts);
 }
 
-/* Run gp.part[0..parts) (filled under gp.mu, which this unlocks): the
- * caller the first, the workers the others; returns when all are done. */
+/* Run gp.part[0..parts) (filled under gp.mu, which this unlocks): each
+ * taken by the caller or a worker, whichever comes first (a worker whose
+ * core is busy leaves its part to the caller); returns when all are done. */
 static void run_parts(int parts)
 {
-    gp.nparts = parts;
-    __atomic_store_n(&gp.pending, parts - 1, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&gp.gen, 1, __ATOMIC_RELEASE);
+    unsigned long gen = gp.gen + 1;
+    __atomic_store_n(&gp.pending, parts, __ATOMIC_RELEASE);
+    __atomic_store_n(&gp.claim, CLAIM(gen, parts, 0), __ATOMIC_RELEASE);
+    __atomic_store_n(&gp.gen, gen, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&gp.go);
     pthread_mutex_unlock(&gp.mu);
-    run_part(&gp.part[0]);
+    run_taken(gen);
     if (!spin_for(&gp.pending, 0, 0)) {
         pthread_mutex_lock(&gp.mu);
         while (__atomic_load_n(&gp.pending, __ATOMIC_ACQUIRE) != 0) pthread_cond_wait(&gp.done, &gp.mu);

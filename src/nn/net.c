@@ -744,6 +744,16 @@ int pd_net_batch_ids(const pd_layer *x, const pd_batch *b, const int32_t **ids)
 
 /* --- forward, backward, update --------------------------------------------- */
 
+/* Layer l's parameters, their values complete (pd_net.values_wanted). */
+static int values_of(pd_net *net, pd_layer *l)
+{
+    for (int k = 0; k < 2; k++) {
+        int rc = l->p[k] ? net->values_wanted(net->values_ctx, net, l->p[k]) : 0;
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
 int pd_net_forward(pd_net *net, double *cost)
 {
     int rc;
@@ -751,8 +761,10 @@ int pd_net_forward(pd_net *net, double *cost)
         pd_layer *l = &net->layers[i];
         if (l->is_data) continue;
         l->n = net->n;
+        if (net->values_wanted && (rc = values_of(net, l)) < 0) return rc;
         if ((rc = l->ops->forward(l)) < 0) return rc;
     }
+    if (net->values_wanted && (rc = net->values_wanted(net->values_ctx, net, NULL)) < 0) return rc;
     *cost = pd_net_mean(net, net->cost);
     return 0;
 }
@@ -777,8 +789,10 @@ int pd_net_forward_to(pd_net *net, int layer)
         pd_layer *l = &net->layers[i];
         if (!live[i] || l->is_data) continue;
         l->n = net->n;
+        if (net->values_wanted && (rc = values_of(net, l)) < 0) break;
         rc = l->ops->forward(l);
     }
+    if (rc == 0 && net->values_wanted) rc = net->values_wanted(net->values_ctx, net, NULL);
     free(live);
     return rc;
 }

@@ -133,6 +133,14 @@ struct pd_net {
      * ends the backward with that error. NULL: none. */
     int (*grad_ready)(void *ctx, pd_net *net, pd_param *p);
     void *grad_ctx;
+    /* Called by pd_net_forward before a layer computes, for each parameter
+     * it reads, and once with p NULL after the last layer: a trainer whose
+     * step's new values are still coming in (sync mode) waits there for
+     * p's, so that the pservers apply the upper layers' while the lower
+     * ones compute, and for all of them before the backward. < 0 ends the
+     * forward with that error. NULL: none. */
+    int (*values_wanted)(void *ctx, pd_net *net, pd_param *p);
+    void *values_ctx;
     /* Local training with plain SGD: the product that computes a dense
      * parameter's gradient may add -lr times it straight into w instead
      * (pd_param_sgd_in_place), w scaled by 1 - lr * weight_decay. */

@@ -250,6 +250,8 @@ void pd_client_free(pd_client *c)
     free(c->ready);
     free(c->early);
     free(c->early_to);
+    free(c->arrived);
+    free(c->table_in);
     free(c->pfd);
     for (int i = 0; c->asked && i < c->np * c->lay->ntables; i++) free(c->asked[i]);
     free(c->asked);
@@ -268,6 +270,7 @@ static pd_conn *dense_conn(pd_client *c, int k)
 
 static pd_conn *sparse_conn(pd_client *c, int server, int table)
 {
+    if (c->one_conn) return &c->conns[server * c->nper];
     return &c->conns[server * c->nper + c->lay->ports_num + pd_table_conn(c->lay, table)];
 }
 
@@ -322,6 +325,19 @@ static const float *host_view(pd_client *c, pd_net *net, const float *dev, size_
  */
 #define FEED_AHEAD 65536 /* bytes a connection may hold unsent before its next block is queued */
 
+/* PUSH_BLOCK of block k of the net being fed, queued on its connection. */
+static int feed_one(pd_client *c, int k)
+{
+    pd_net *net = c->feeding;
+    const pd_lblock *b = &c->lay->blocks[k];
+    pd_param *p = &net->params[c->net_param[b->param]];
+    const float *g = host_view(c, net, p->g, b->off, (size_t)b->len);
+    int rc = pd_conn_queue(dense_conn(c, k), PD_MSG_PUSH_BLOCK, (uint32_t)k, 0, g, (size_t)b->len * 4, NULL, 0);
+    if (rc < 0) return pd_err_wrap(rc, "pserver %d", pd_block_owner(c->lay, k));
+    c->fed[k] = 1;
+    return 0;
+}
+
 static int feed(pd_client *c, int all)
 {
     pd_net *net = c->feeding;
@@ -334,17 +350,12 @@ static int feed(pd_client *c, int all)
             left = 1;
             continue;
         }
-        pd_conn *conn = dense_conn(c, k);
-        if (!all && pd_conn_unsent(conn) >= FEED_AHEAD) {
+        if (!all && pd_conn_unsent(dense_conn(c, k)) >= FEED_AHEAD) {
             left = 1;
             continue;
         }
-        const pd_lblock *b = &l->blocks[k];
-        pd_param *p = &net->params[c->net_param[b->param]];
-        const float *g = host_view(c, net, p->g, b->off, (size_t)b->len);
-        int rc = pd_conn_queue(conn, PD_MSG_PUSH_BLOCK, (uint32_t)k, 0, g, (size_t)b->len * 4, NULL, 0);
-        if (rc < 0) return pd_err_wrap(rc, "pserver %d", pd_block_owner(l, k));
-        c->fed[k] = 1;
+        int rc = feed_one(c, k);
+        if (rc < 0) return rc;
         if (!left) c->feed_first = k + 1;
     }
     if (!left) c->feeding = NULL;
@@ -384,7 +395,7 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
                 rc = 0;
             }
         }
-        if (*pending == 0 && !want_out) break;
+        if ((*pending == 0 || (c->until && *c->until)) && !want_out) break;
         if ((rc = heartbeat_due(c)) < 0 || (rc = silent_pserver(c)) < 0) goto out;
         for (int i = 0; i < n; i++) {
             pfd[i].fd = c->conns[i].fd;
@@ -432,6 +443,11 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
                     rc = pd_err_set(PD_EPROTO, "pserver %d: %.*s", i / c->nper, (int)PD_MIN(f.len, 500),
                                     (char *)f.payload);
                     goto out;
+                }
+                if (c->rows_pending > 0 && fn != on_rows && f.type == PD_MSG_ROWS) {
+                    if ((rc = on_rows(c, c->rows_net, i / c->nper, &f, NULL)) < 0) goto out;
+                    c->rows_pending--;
+                    continue;
                 }
                 if (c->inflight > 0 && fn != on_step_reply &&
                     (f.type == PD_MSG_BLOCK_VALUES || f.type == PD_MSG_ROWS_DONE)) {
@@ -520,11 +536,13 @@ static void store(pd_net *net, float *dev, size_t off, const void *src, size_t n
 }
 
 /* A block's new values are received straight into the parameter when it
- * lives in host memory (proto.h: pd_conn.place); anything else goes to the
- * connection's buffer and is checked by the reply's handler. */
+ * lives in host memory (proto.h: pd_conn.place), rows read where they lie
+ * in a ring; anything else goes to the connection's buffer and is checked
+ * by the reply's handler. */
 static void *place_values(void *ctx, const pd_frame *h)
 {
     pd_client *c = ctx;
+    if (h->type == PD_MSG_ROWS) return PD_PLACE_IN_RING; /* on_rows copies them into their table */
     pd_net *net = c->inflight > 0 ? c->posted : c->recv_net;
     const pd_layout *l = c->lay;
     if (!net || !net->be->host_memory || !c->net_param || h->type != PD_MSG_BLOCK_VALUES ||
@@ -811,6 +829,16 @@ static int batch_ids(pd_client *c, pd_net *net, int t, const pd_batch *next, int
     return rc < 0 ? rc : n;
 }
 
+/* Have all rows asked of table t come? */
+static int table_done(const pd_client *c, int t)
+{
+    for (int s = 0; s < c->np; s++) {
+        int slot = s * c->lay->ntables + t;
+        if (c->ndone[slot] < c->nasked[slot]) return 0;
+    }
+    return 1;
+}
+
 static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vctx)
 {
     (void)vctx;
@@ -824,19 +852,22 @@ static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vct
         return pd_err_set(PD_EPROTO, "pserver %d: ROWS of the wrong size", server);
     int rc = pd_param_set_rows(net, p, c->asked[slot] + c->ndone[slot], (const float *)f->payload, (int)f->b);
     c->ndone[slot] += (int)f->b;
+    if (c->table_in) c->table_in[t] = table_done(c, t);
     return rc;
 }
 
 /* Queue the next PULL_ROWS chunks: each reply fits one frame, and the
  * replies asked on one connection in one round fit one frame together (so
  * that a pserver never holds more than a frame of them for us). *pending:
- * the requests queued. */
-static int queue_row_chunks(pd_client *c, pd_net *net, int *pending)
+ * the requests queued. only: table only's (a round's tables in order from
+ * 0), or every table's (-1). */
+static int queue_row_chunks(pd_client *c, pd_net *net, int only, int *pending)
 {
     const pd_layout *l = c->lay;
     size_t *budget = c->budget;
-    memset(budget, 0, (size_t)c->np * c->nper * sizeof *budget);
+    if (only <= 0) memset(budget, 0, (size_t)c->np * c->nper * sizeof *budget);
     for (int t = 0; t < l->ntables; t++) {
+        if (only >= 0 && t != only) continue;
         pd_param *p = &net->params[c->net_param[l->tables[t]]];
         size_t row_bytes = 4 * (size_t)PD_MAX(p->cols, 1);
         for (int s = 0; s < c->np; s++) {
@@ -863,6 +894,11 @@ static int queue_row_chunks(pd_client *c, pd_net *net, int *pending)
 static int post_queued(pd_client *c, pd_net *net);
 static int flush_all(pd_client *c);
 static int wait_posted(pd_client *c);
+static int post_with_pull(pd_client *c, pd_net *held, pd_net *net);
+static int queue_step(pd_client *c, pd_net *net, int *pending);
+static void queue_dense(pd_client *c, pd_net *net, int *pending);
+static int queue_table(pd_client *c, pd_net *net, int t, int *pending);
+static int wait_rows(pd_client *c, int t);
 
 /* The held step, sent right behind the requests queued: those leave
  * first, so the pservers answer them before they apply the step. */
@@ -925,7 +961,7 @@ static int pull_rounds(pd_client *c, pd_net *net)
     int rc = 0;
     for (;;) {
         int pending = 0;
-        if ((rc = queue_row_chunks(c, net, &pending)) < 0) break;
+        if ((rc = queue_row_chunks(c, net, -1, &pending)) < 0) break;
         if (c->deferred && (rc = post_behind(c)) < 0) break;
         if (pending == 0) break;
         if ((rc = exchange(c, net, &pending, on_rows, NULL)) < 0) break;
@@ -948,6 +984,7 @@ static int pull_rows(pd_client *c, pd_net *net, int all)
 {
     if (c->lay->ntables == 0) return 0;
     int rc = settle_prefetch(c);
+    if (rc == 0) rc = wait_rows(c, -1); /* the last pull's, had no forward read them */
     if (rc == 0) rc = ask_rows(c, net, all, NULL);
     return rc < 0 ? rc : pull_rounds(c, net);
 }
@@ -973,6 +1010,7 @@ int pd_client_pull_rows(pd_client *c, pd_net *net)
          * of both (the batch computes with the step's values) */
         pd_net *held = c->deferred;
         c->deferred = NULL;
+        if (c->values_in_forward && net->values_ctx == c) return post_with_pull(c, held, net);
         if ((rc = post_queued(c, held)) < 0 || (rc = pull_rows(c, net, 0)) < 0) return rc;
         return wait_posted(c);
     }
@@ -989,17 +1027,132 @@ static int on_step_reply(pd_client *c, pd_net *net, int server, pd_frame *f, voi
         if ((long)f->b > c->step) c->step = (long)f->b;
         return 0;
     }
-    return on_block_values(c, net, server, f, ctx);
+    int rc = on_block_values(c, net, server, f, ctx);
+    if (rc == 0 && c->arrived) c->arrived[f->a] = 1;
+    return rc;
 }
 
-/* The replies of a posted step, if any are still to come. */
+/* The replies of a posted step, if any are still to come (and the rows
+ * a pull left to the forward). */
 static int wait_posted(pd_client *c)
 {
     int rc = c->prefetch > 0 ? settle_prefetch(c) : 0; /* its replies may come before the step's */
+    if (rc == 0) rc = wait_rows(c, -1);
     if (rc < 0) return rc;
     int pending = c->inflight;
     c->inflight = 0;
     return pending ? exchange(c, c->posted, &pending, on_step_reply, NULL) : 0;
+}
+
+/* The rows a pull left to the forward: those of table t (-1: all), and
+ * the replies before them. */
+static int wait_rows(pd_client *c, int t)
+{
+    if (c->rows_pending == 0 || (t >= 0 && c->table_in[t])) return 0;
+    int pending = c->rows_pending;
+    c->rows_pending = 0;
+    c->until = t >= 0 ? &c->table_in[t] : NULL;
+    int rc = exchange(c, c->rows_net, &pending, on_rows, NULL);
+    c->until = NULL;
+    c->rows_pending = pending;
+    return rc;
+}
+
+/* The posted step's values of block k: read (and the replies before
+ * them) unless they are in. */
+static int wait_block(pd_client *c, int k)
+{
+    if (c->inflight == 0 || c->arrived[k]) return 0;
+    int pending = c->inflight;
+    c->inflight = 0;
+    c->until = &c->arrived[k];
+    int rc = exchange(c, c->posted, &pending, on_step_reply, NULL);
+    c->until = NULL;
+    c->inflight = pending;
+    return rc;
+}
+
+/* The net's values_wanted (pd_client_values_in_forward): p's blocks or
+ * its table's rows, or (p NULL) every reply of the pull and the step. */
+static int values_wanted(void *ctx, pd_net *net, pd_param *p)
+{
+    pd_client *c = ctx;
+    if (c->inflight == 0 && c->rows_pending == 0) return 0;
+    if (!p || net != c->posted) return wait_posted(c);
+    int lp = c->layout_param[p - net->params];
+    if (lp < 0) return 0;
+    const pd_lparam *q = &c->lay->params[lp];
+    if (q->table >= 0) return wait_rows(c, q->table);
+    if (!c->arrived) return wait_posted(c);
+    for (int k = q->first_block; k < q->first_block + q->nblocks; k++) {
+        int rc = wait_block(c, k);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+static int fixed_tables_only(pd_client *c, pd_net *net);
+
+int pd_client_values_in_forward(pd_client *c, pd_net *net)
+{
+    int fixed = fixed_tables_only(c, net);
+    if (fixed <= 0) return fixed;
+    c->values_in_forward = 1;
+    net->values_wanted = values_wanted;
+    net->values_ctx = c;
+    return 1;
+}
+
+/* Sync, pd_client_values_in_forward: the held step's gradients in the
+ * order of the parameters (the forward's), each table's followed by the
+ * requests of the next batch's rows of it. Returns with the rows still to
+ * come (read as the forward reaches their tables), or, when they need
+ * more than one round, with them read. */
+static int post_with_pull(pd_client *c, pd_net *held, pd_net *net)
+{
+    const pd_layout *l = c->lay;
+    int pending = 0, rows = 0, rc;
+    if ((rc = settle_prefetch(c)) < 0 || (rc = map_params(c, held)) < 0) return rc;
+    int asked = ask_rows(c, net, 0, NULL);
+    if (asked < 0) return asked;
+    queue_dense(c, held, &pending);
+    /* in the order the forward uses them, on one connection per pserver
+     * where there is one for dense blocks and one for tables (the pserver
+     * reads its connections one after the other); a table's requests go
+     * where its rows went (the backward may have sent them) */
+    int one = l->ports_num == 1 && l->ports_sparse == 1;
+    for (int i = 0; i < l->nparams && rc == 0; i++) {
+        const pd_lparam *q = &l->params[i];
+        for (int k = q->first_block; q->table < 0 && k < q->first_block + q->nblocks && rc == 0; k++)
+            if (!c->fed[k]) rc = feed_one(c, k);
+        if (q->table < 0) continue;
+        c->one_conn = one && !(c->early && c->early[q->table]);
+        if ((rc = queue_table(c, held, q->table, &pending)) == 0 && asked == 0)
+            rc = queue_row_chunks(c, net, q->table, &rows);
+    }
+    c->one_conn = 0;
+    if (rc < 0) return rc;
+    c->early_started = 0;
+    c->inflight = pending;
+    c->posted = held;
+    if (l->nblocks > 0) {
+        if (!c->arrived) c->arrived = pd_xmalloc((size_t)l->nblocks);
+        memset(c->arrived, 0, (size_t)l->nblocks);
+    }
+    /* the next backward overwrites the gradients: every block is queued
+     * before this returns */
+    if ((rc = feed(c, 1)) < 0 || (rc = flush_all(c)) < 0) return rc;
+    int one_round = 1;
+    for (int i = 0; i < c->np * l->ntables; i++) one_round &= c->nsent[i] == c->nasked[i];
+    if (!one_round) {
+        if (rows > 0 && (rc = exchange(c, net, &rows, on_rows, NULL)) < 0) return rc;
+        return pull_rounds(c, net);
+    }
+    if (!c->table_in) c->table_in = pd_xmalloc((size_t)l->ntables + 1);
+    for (int t = 0; t < l->ntables; t++) c->table_in[t] = table_done(c, t);
+    c->rows_pending = rows;
+    c->rows_net = net;
+    return 0;
 }
 
 /* Every step sent and answered: a held step is sent first. */
@@ -1043,33 +1196,42 @@ static int push_rows(pd_client *c, pd_net *net, int t, pd_param *p)
     return 0;
 }
 
-/* Queue the step's gradients: dense blocks, then each table's rows; what
- * the backward sent already (grad_ready) is only counted. */
-static int queue_step(pd_client *c, pd_net *net, int *pending)
+/* The step's dense blocks, to be queued by feed; what the backward sent
+ * already (grad_ready) is only counted. */
+static void queue_dense(pd_client *c, pd_net *net, int *pending)
 {
     const pd_layout *l = c->lay;
+    if (l->nblocks == 0) return;
+    if (!c->fed) c->fed = pd_xmalloc((size_t)l->nblocks);
+    if (!c->early_started) {
+        memset(c->fed, 0, (size_t)l->nblocks);
+        c->feed_first = 0;
+    }
+    if (c->ready) memset(c->ready, 1, (size_t)l->nblocks);
+    c->feeding = net;
+    *pending += l->nblocks;
+}
+
+/* The step's rows (or keys) of table t, unless the backward pushed them. */
+static int queue_table(pd_client *c, pd_net *net, int t, int *pending)
+{
+    pd_param *p = &net->params[c->net_param[c->lay->tables[t]]];
+    int rc;
+    if (p->hash) return push_keys(c, net, t, p, pending);
+    if (!(c->early && c->early[t]) && (rc = push_rows(c, net, t, p)) < 0) return rc;
+    if (c->early) c->early[t] = 0;
+    *pending += c->np;
+    return 0;
+}
+
+/* Queue the step's gradients: dense blocks, then each table's rows. */
+static int queue_step(pd_client *c, pd_net *net, int *pending)
+{
     int rc;
     if ((rc = map_params(c, net)) < 0) return rc;
-    if (l->nblocks > 0) {
-        if (!c->fed) c->fed = pd_xmalloc((size_t)l->nblocks);
-        if (!c->early_started) {
-            memset(c->fed, 0, (size_t)l->nblocks);
-            c->feed_first = 0;
-        }
-        if (c->ready) memset(c->ready, 1, (size_t)l->nblocks);
-        c->feeding = net;
-        *pending += l->nblocks;
-    }
-    for (int t = 0; t < l->ntables; t++) {
-        pd_param *p = &net->params[c->net_param[l->tables[t]]];
-        if (p->hash) {
-            if ((rc = push_keys(c, net, t, p, pending)) < 0) return rc;
-            continue;
-        }
-        if (!(c->early && c->early[t]) && (rc = push_rows(c, net, t, p)) < 0) return rc;
-        if (c->early) c->early[t] = 0;
-        *pending += c->np;
-    }
+    queue_dense(c, net, pending);
+    for (int t = 0; t < c->lay->ntables; t++)
+        if ((rc = queue_table(c, net, t, pending)) < 0) return rc;
     c->early_started = 0;
     return 0;
 }
@@ -1121,7 +1283,10 @@ static int grad_ready(void *ctx, pd_net *net, pd_param *p)
     if (lp < 0) return 0;
     const pd_lparam *q = &l->params[lp];
     if (q->table >= 0) {
-        if (p->hash) return 0; /* its keys go with the step */
+        /* a growing table's keys go with the step; so do the rows when the
+         * step goes with the next pull (pd_client_values_in_forward): its
+         * row requests follow each table's rows there */
+        if (p->hash || c->values_in_forward) return 0;
         if ((rc = push_rows(c, net, q->table, p)) < 0) return rc;
         c->early[q->table] = 1;
         /* each send wakes a pserver up: rows leave together, by
@@ -1208,7 +1373,7 @@ int pd_client_prefetch_rows(pd_client *c, pd_net *net, const pd_batch *next)
     if (fixed <= 0 || c->prefetched || c->deferred) return fixed < 0 ? fixed : 0;
     int pending = 0, rc = ask_rows(c, net, 0, next);
     if (rc != 0) return rc < 0 ? rc : 0;
-    if ((rc = queue_row_chunks(c, net, &pending)) < 0 || (rc = flush_all(c)) < 0) return rc;
+    if ((rc = queue_row_chunks(c, net, -1, &pending)) < 0 || (rc = flush_all(c)) < 0) return rc;
     c->prefetched = 1;
     c->prefetch = pending;
     c->prefetch_net = net;

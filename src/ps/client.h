@@ -58,6 +58,15 @@ typedef struct pd_client {
     pd_net *posted;         /* the net they update */
     pd_net *deferred;       /* a step held back to go with the next batch's pull (pd_client_defer_step, pd_client_hold_step) */
     int deferred_first;     /* sync (pd_client_hold_step): it goes in front of the pull, not behind it */
+    /* sync, pd_client_values_in_forward: the held step's dense values are
+     * read as the next forward reaches their layers */
+    int values_in_forward;
+    uint8_t *arrived;       /* per block: the posted step's values are in */
+    int rows_pending;       /* replies of the pull's rows not read yet */
+    pd_net *rows_net;       /* the net they go to */
+    uint8_t *table_in;      /* per table: its rows are in */
+    int one_conn;           /* sparse_conn gives each pserver's first connection */
+    const uint8_t *until;   /* exchange returns once *until is set (NULL: when nothing is pending) */
     /* async, pd_client_prefetch_rows: the next batch's rows are asked for */
     int prefetch_on;        /* pd_client_prefetch_from */
     int prefetched;         /* asked (pull_rows' requests) holds them */
@@ -127,6 +136,16 @@ int pd_client_prefetch_from(pd_client *c, int local_too);
  * (growing tables, no sparse table, or a step already held): the caller
  * runs pd_client_step. Any other exchange sends a held step first. */
 int pd_client_hold_step(pd_client *c, pd_net *net);
+/* Sync mode, with pd_client_hold_step: the held step's dense values are
+ * read as the next batch's forward reaches the layers that use them (net's
+ * values_wanted), not before it starts: the pull sends each table's rows
+ * with the requests of its rows behind them, then the dense blocks, and
+ * returns; the forward reads each table's rows and each block's values as
+ * it reaches the layers that use them, while the pservers apply the rest,
+ * in the forward's order. Every value the forward reads is the step's,
+ * as before; the backward starts once all are in. Returns 1 (on), 0 (the
+ * step is not held: growing tables, or no sparse table) or < 0. */
+int pd_client_values_in_forward(pd_client *c, pd_net *net);
 /* Sync mode: from now on, net's backward sends each parameter's gradient
  * as soon as it is final (pd_net.grad_ready), so that the pservers apply
  * the upper layers' while the trainer computes the lower ones', to the

@@ -398,6 +398,15 @@ static int take_ring_frame(pd_conn *c, const uint8_t *r, pd_frame *f)
     const uint8_t *src = pd_ring_at(&c->rings->rx, start, h.len);
     if (!src) return PD_EPROTO;
     uint8_t *dst = c->place ? c->place(c->place_ctx, &h) : NULL;
+    if (dst == PD_PLACE_IN_RING) {
+        c->ring_held = 1;
+        c->held_start = start;
+        c->held_len = h.len;
+        c->bytes_in += h.len;
+        *f = h;
+        f->payload = (uint8_t *)src;
+        return 1;
+    }
     if (!dst && grow_in(c, h.len) < 0) return PD_ENOMEM;
     if (!dst) dst = c->in;
     memcpy(dst, src, h.len);
@@ -431,6 +440,7 @@ static int take_header(pd_conn *c)
         return pd_err_set(PD_EPROTO, "RING_FRAME of %u bytes", c->cur.len);
     int placed = c->place && c->cur.len && c->cur.type != PD_MSG_RING_FRAME;
     c->dst = placed ? c->place(c->place_ctx, &c->cur) : NULL;
+    if (c->dst == PD_PLACE_IN_RING) c->dst = NULL;
     if (!c->dst && grow_in(c, c->cur.len) < 0) return PD_ENOMEM;
     if (!c->dst) c->dst = c->in;
     c->in_got = 0;
@@ -441,6 +451,10 @@ static int take_header(pd_conn *c)
 int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)
 {
     *eof = 0;
+    if (c->ring_held) {
+        pd_ring_read(&c->rings->rx, c->held_start, c->held_len);
+        c->ring_held = 0;
+    }
     for (;;) {
         if (!c->have_hdr) {
             if (buffered(c) < PD_HEADER_SIZE) {

@@ -72,6 +72,11 @@ typedef struct pd_conn {
      * connection's buffer; the checksum is checked there afterwards */
     void *(*place)(void *place_ctx, const pd_frame *header);
     void *place_ctx;
+    /* a payload read where it lies in the peer's ring (PD_PLACE_IN_RING),
+     * given back to the peer at the next pd_conn_read */
+    int ring_held;
+    uint64_t held_start;
+    size_t held_len;
     uint8_t *dst;       /* the payload being received */
     /* bytes moved, for benchmarks and logs */
     uint64_t bytes_in, bytes_out;
@@ -84,6 +89,13 @@ typedef struct pd_conn {
     uint64_t ring_start;
     size_t ring_unsent; /* payload bytes in the ring whose RING_FRAMEs wait in out */
 } pd_conn;
+
+/* place's answer for a payload to be read where it lies in the peer's
+ * ring, not copied (a RING_FRAME's; over the socket it means NULL): the
+ * frame's handler takes what it needs before the next pd_conn_read. Only
+ * for payloads of values, never of lengths or indices: the peer can still
+ * write there. */
+#define PD_PLACE_IN_RING ((void *)1)
 
 /* The checksum of a frame's payload (docs/protocol.md); the portable
  * version computes the same on any machine, pd_frame_sum_kind names the one

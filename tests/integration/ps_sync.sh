@@ -37,12 +37,15 @@ R
     # 20 (each push applied alone, straight from its frame); the roles reach
     # each other over the pservers' Unix sockets (the hidden layer's weights,
     # 9.6 KB, through the shared memory), and over TCP when the recipe says
-    # unix_sockets = false
-    for shape in 2:10:unix 1:20:unix 2:10:tcp; do
-        IFS=: read -r t b net <<<"$shape"
+    # unix_sockets = false; last, with every core to the trainer
+    sed "s/threads = 1/threads = $(nproc --all)/" $opt.lua >${opt}_all.lua
+    for shape in 2:10:unix:1 1:20:unix:1 2:10:tcp:1 1:20:unix:all; do
+        IFS=: read -r t b net th <<<"$shape"
         name=sync_equals_local_$opt$([ $t = 1 ] && echo _one_trainer)$([ $net = tcp ] && echo _over_tcp)
-        run_capture "$PADDLE" run $opt.lua --batch_size=$b --trainers=$t --pservers=2 \
-            --unix_sockets=$([ $net = tcp ] && echo false || echo true) --save_dir=dist${t}${net}_$opt
+        name=$name$([ $th = all ] && echo _all_cores)
+        recipe=$([ $th = all ] && echo ${opt}_all.lua || echo $opt.lua)
+        run_capture "$PADDLE" run $recipe --batch_size=$b --trainers=$t --pservers=2 \
+            --unix_sockets=$([ $net = tcp ] && echo false || echo true) --save_dir=dist${t}${net}${th}_$opt
         [ $rc -eq 0 ] || { fail "$name" "paddle run failed: $out"; continue; }
         # every trainer's connection to every pserver, over the one asked for
         want=$((t * 2))
@@ -57,12 +60,24 @@ R
             continue
         fi
         # one thread leaves the pservers a core: the gradients go to them as
-        # the backward finishes them (a host of one CPU sends with the step)
-        if [ "$(nproc --all)" -gt 1 ] && ! grep -q "gradients go to 2 of 2 pservers as the backward" <<<"$out"; then
+        # the backward finishes them (a host of one CPU sends with the step);
+        # with every core the trainer's, with the step
+        if [ $th = 1 ] && [ "$(nproc --all)" -gt 1 ] &&
+           ! grep -q "gradients go to 2 of 2 pservers as the backward" <<<"$out"; then
             fail "$name" "the trainers did not send early: $(grep -o 'gradients go to.*' <<<"$out" | head -n 1)"
             continue
         fi
-        if msg=$($PY - local_$opt/pass-00001 dist${t}${net}_$opt/pass-00001 <<'P'
+        if [ $th = all ] && [ "$(nproc --all)" -le 16 ] && # (products use 16 threads at most)
+           ! grep -q "gradients go to 0 of 2 pservers as the backward.*with the step" <<<"$out"; then
+            fail "$name" "the trainer sent early: $(grep -o 'gradients go to.*' <<<"$out" | head -n 1)"
+            continue
+        fi
+        # the step goes with the next pull, its values read as the forward goes
+        if [ "$(grep -c "a step's new values are read as the next batch's forward" <<<"$out")" != $t ]; then
+            fail "$name" "the trainers do not read the values in the forward"
+            continue
+        fi
+        if msg=$($PY - local_$opt/pass-00001 dist${t}${net}${th}_$opt/pass-00001 <<'P'
 import json, sys
 import numpy as np
 a, b = sys.argv[1], sys.argv[2]
@@ -118,7 +133,7 @@ sed 's/learning_rate = 0.05/learning_rate = 1e-30/' sgd.lua >sgd0.lua
 run_capture "$PADDLE" train sgd0.lua --batch_size=20 --passes=1 --max_batches=1 --save_dir=init_sgd
 if [ $rc -ne 0 ]; then
     fail sync_models_nontrivial "paddle train with learning_rate 1e-30 failed: $out"
-elif msg=$($PY - init_sgd/pass-00000 dist2unix_sgd/pass-00001 <<'P'
+elif msg=$($PY - init_sgd/pass-00000 dist2unix1_sgd/pass-00001 <<'P'
 import json, sys
 import numpy as np
 a, b = sys.argv[1], sys.argv[2]

@@ -27,6 +27,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -910,6 +911,52 @@ PD_TEST(cpu_gemm_cut_matches_whole)
             free(c1);
             free(c2);
         }
+}
+
+/* Spins until *stop (a thread that takes a core from the product threads). */
+static void *busy(void *arg)
+{
+    volatile int *stop = arg;
+    while (!*stop) {
+    }
+    return NULL;
+}
+
+/* The parts of a cut product go to whichever thread comes first: with
+ * more threads than cores and a busy loop beside them, the workers are
+ * often late and the caller takes their parts. Products one after the
+ * other, each against the whole, catch a part run twice or not at all
+ * (beta 1 adds twice) or a late worker taking a part of the next. */
+PD_TEST(cpu_gemm_parts_go_to_the_first_thread_free)
+{
+    const pd_backend *be = &pd_backend_cpu;
+    const int m = 256, n = 200, k = 128;
+    uint64_t rng = 5;
+    float *a = malloc((size_t)m * k * sizeof *a), *b = malloc((size_t)k * n * sizeof *b);
+    float *c1 = malloc((size_t)m * n * sizeof *c1), *c2 = malloc((size_t)m * n * sizeof *c2);
+    for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+    for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+    for (size_t i = 0; i < (size_t)m * n; i++) c2[i] = (float)pd_rng_uniform(&rng);
+    memcpy(c1, c2, (size_t)m * n * sizeof *c1);
+    pd_blas_threads(1);
+    for (int r = 0; r < 50; r++) be->gemm(0, 0, m, n, k, 0.01f, a, k, b, n, 1.f, c2, n);
+    volatile int stop = 0;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, busy, (void *)&stop) == 0);
+    pd_blas_threads(4);
+    for (int r = 0; r < 50; r++) be->gemm(0, 0, m, n, k, 0.01f, a, k, b, n, 1.f, c1, n);
+    pd_blas_threads(1);
+    stop = 1;
+    pthread_join(t, NULL);
+    for (size_t i = 0; i < (size_t)m * n; i++)
+        if (fabsf(c1[i] - c2[i]) > 1e-4f) { /* rounding apart; a part twice adds about 0.01 */
+            pd_test_fail(__FILE__, __LINE__, "element %zu: %.9g cut, %.9g whole", i, c1[i], c2[i]);
+            break;
+        }
+    free(a);
+    free(b);
+    free(c1);
+    free(c2);
 }
 
 PD_TEST(fc_forward_by_hand)

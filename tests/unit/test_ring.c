@@ -105,6 +105,37 @@ PD_TEST(ring_payloads_come_out_in_order_with_the_socket_frames)
     free(block); free(rows); free(large1); free(large2);
 }
 
+static void *rows_in_ring(void *ctx, const pd_frame *h)
+{
+    (void)ctx;
+    return h->type == PD_MSG_ROWS ? PD_PLACE_IN_RING : NULL;
+}
+
+PD_TEST(ring_payload_read_in_place_is_given_back_at_the_next_read)
+{
+    pd_conn w, r;
+    pair(&w, &r, 1);
+    r.place = rows_in_ring;
+    uint8_t *rows = pattern(8192, 5), *small = pattern(100, 6);
+    CHECK(pd_conn_queue(&w, PD_MSG_ROWS, 1, 2, rows, 8192, NULL, 0) == 0);  /* the ring */
+    CHECK(pd_conn_queue(&w, PD_MSG_ROWS, 3, 4, small, 100, NULL, 0) == 0);  /* the socket */
+    pd_frame f;
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(f.type == PD_MSG_ROWS && f.a == 1 && f.len == 8192 && memcmp(f.payload, rows, 8192) == 0);
+    /* read where it lies, not copied: the writer may not reuse it yet */
+    CHECK(f.payload >= r.rings->rx.data && f.payload + 8192 <= r.rings->rx.data + r.rings->rx.size);
+    CHECK(*w.rings->tx.done == 0);
+    CHECK(next(&w, &r, &f) == 1);
+    CHECK(*w.rings->tx.done == 8192); /* given back by this read */
+    /* over the socket the answer means the connection's buffer */
+    CHECK(f.type == PD_MSG_ROWS && f.a == 3 && f.len == 100 && memcmp(f.payload, small, 100) == 0);
+    CHECK(f.payload == r.in);
+    pd_conn_free(&w);
+    pd_conn_free(&r);
+    free(rows);
+    free(small);
+}
+
 /* Write a RING_FRAME naming (type, len, start) to w's socket by hand, and
  * return what r makes of it (its error message in pd_err_msg()). */
 static int forged(pd_conn *w, pd_conn *r, uint32_t type, uint32_t len, uint64_t start, pd_frame *f)
