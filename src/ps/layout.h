@@ -49,8 +49,16 @@ void pd_layout_free(pd_layout *l);
 static inline int pd_block_owner(const pd_layout *l, int k) { return k % l->npservers; }
 /* which of the owner's dense connections carries block k */
 static inline int pd_block_conn(const pd_layout *l, int k) { return (k / l->npservers) % l->ports_num; }
-static inline int pd_row_owner(const pd_layout *l, int32_t row) { return (int)(row % l->npservers); }
-static inline int32_t pd_row_local(const pd_layout *l, int32_t row) { return row / l->npservers; }
+/* (one pserver, the common case of one host, divides by nothing: these
+ * run for every row of every table a step moves) */
+static inline int pd_row_owner(const pd_layout *l, int32_t row)
+{
+    return l->npservers == 1 ? 0 : (int)(row % l->npservers);
+}
+static inline int32_t pd_row_local(const pd_layout *l, int32_t row)
+{
+    return l->npservers == 1 ? row : row / l->npservers;
+}
 /* rows of a table that pserver s holds */
 static inline int pd_rows_on(const pd_layout *l, int rows, int s)
 {
