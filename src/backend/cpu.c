@@ -104,8 +104,9 @@ static void small_gemm(int ta, int tb, int m, int n, int k, float alpha, const f
  * threaded product, which musl maps and unmaps each time: for the small
  * products of a training step both cost as much as the arithmetic. So
  * OpenBLAS runs single-threaded, and a product big enough to share is cut
- * here into one block of rows or columns of C per thread; the caller
- * computes the first block, the workers the others. A block is computed as
+ * here into one block of rows or columns of C per thread; each block goes
+ * to whichever thread takes it first, the caller included (a worker whose
+ * core is busy leaves its block to the caller). A block is computed as
  * OpenBLAS would compute it inside the whole product (the same sums over k,
  * in the same order). Workers spin a little before they sleep, as the next
  * product of a step usually follows within microseconds; only a little,
