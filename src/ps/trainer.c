@@ -161,15 +161,16 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
      * cores to do it on (a GPU computes: the host's cores are theirs) */
     int cores_left = !net->be->host_memory || pd_blas_threads_get() < host_cpus();
     if (ctx.sync) {
-        /* sync: a step waits for the pservers' update, so what they can
-         * apply while the backward goes on leaves at once */
-        /* the step is held for the next pull unless checkpoints follow steps (ps_exchange) */
+        /* sync: a step held for the next pull (unless checkpoints may
+         * follow steps: ps_exchange) is read as the forward goes */
         if (!r->checkpoint_dir || r->checkpoint_period < 1) {
             if ((rc = pd_client_values_in_forward(&cl, net)) < 0) goto out;
             if (rc > 0)
                 PD_INFO("trainer %d: a step's new values are read as the next batch's forward reaches the layers "
                         "that use them", o->id);
         }
+        /* a step waits for the pservers' update, so what they can apply
+         * while the backward goes on leaves at once */
         int n = pd_client_send_early(&cl, net, cores_left);
         PD_INFO("trainer %d: gradients go to %d of %d pservers as the backward finishes them%s", o->id, n,
                 o->npservers, n < o->npservers ? " (the others share this host's cores with it: with the step)" : "");
