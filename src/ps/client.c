@@ -362,8 +362,10 @@ static int feed(pd_client *c, int all)
     return 0;
 }
 
-/* Send everything queued and read replies until *pending is 0. Replies of a
- * posted step (c->inflight) that come first are applied on the way. */
+/* Send everything queued and read replies until *pending is 0, or until
+ * *c->until is set when it is not NULL. Replies of a posted step
+ * (c->inflight) and rows a pull left to the forward (c->rows_pending)
+ * that come first are applied on the way. */
 static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *ctx)
 {
     int n = c->np * c->nper;
@@ -1112,7 +1114,7 @@ static int post_with_pull(pd_client *c, pd_net *held, pd_net *net)
 {
     const pd_layout *l = c->lay;
     int pending = 0, rows = 0, rc;
-    if ((rc = settle_prefetch(c)) < 0 || (rc = map_params(c, held)) < 0) return rc;
+    if ((rc = settle_prefetch(c)) < 0 || (rc = wait_rows(c, -1)) < 0 || (rc = map_params(c, held)) < 0) return rc;
     int asked = ask_rows(c, net, 0, NULL);
     if (asked < 0) return asked;
     queue_dense(c, held, &pending);
@@ -1145,8 +1147,12 @@ static int post_with_pull(pd_client *c, pd_net *held, pd_net *net)
     int one_round = 1;
     for (int i = 0; i < c->np * l->ntables; i++) one_round &= c->nsent[i] == c->nasked[i];
     if (!one_round) {
-        if (rows > 0 && (rc = exchange(c, net, &rows, on_rows, NULL)) < 0) return rc;
-        return pull_rounds(c, net);
+        /* the later rounds' requests go where the rows went too */
+        c->one_conn = one;
+        if (rows > 0) rc = exchange(c, net, &rows, on_rows, NULL);
+        if (rc == 0) rc = pull_rounds(c, net);
+        c->one_conn = 0;
+        return rc;
     }
     if (!c->table_in) c->table_in = pd_xmalloc((size_t)l->ntables + 1);
     for (int t = 0; t < l->ntables; t++) c->table_in[t] = table_done(c, t);

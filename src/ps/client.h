@@ -138,11 +138,11 @@ int pd_client_prefetch_from(pd_client *c, int local_too);
 int pd_client_hold_step(pd_client *c, pd_net *net);
 /* Sync mode, with pd_client_hold_step: the held step's dense values are
  * read as the next batch's forward reaches the layers that use them (net's
- * values_wanted), not before it starts: the pull sends each table's rows
- * with the requests of its rows behind them, then the dense blocks, and
- * returns; the forward reads each table's rows and each block's values as
- * it reaches the layers that use them, while the pservers apply the rest,
- * in the forward's order. Every value the forward reads is the step's,
+ * values_wanted), not before it starts: the pull sends the step in
+ * parameter order (the forward's), each table's rows followed by the
+ * requests of its rows, each dense parameter's blocks, and returns; the
+ * forward reads each table's rows and each block's values as it reaches
+ * the layers that use them, while the pservers apply the rest. Every value the forward reads is the step's,
  * as before; the backward starts once all are in. Returns 1 (on), 0 (the
  * step is not held: growing tables, or no sparse table) or < 0. */
 int pd_client_values_in_forward(pd_client *c, pd_net *net);

@@ -1212,6 +1212,77 @@ static void prefetched_steps(async_job *j, int steps, int n, float *rows, float 
     CHECK(!c->prefetched);
 }
 
+/* Sync, the values read as the forward goes: a held step goes with the
+ * next pull, so every batch computes with the rows of the step before it
+ * applied; so too when the rows need more than one round of requests (a
+ * frame limit of 16 bytes: one table's two rows a round), which are all
+ * read before the batch computes. */
+PD_TEST(client_sync_held_step_gives_the_next_batch_the_steps_rows)
+{
+    for (int limited = 0; limited < 2; limited++) {
+        async_job j;
+        char *csv = pd_test_write("sync2.csv", "1,5,1.0\n2,6,2.0\n1,5,3.0\n2,6,4.0\n"
+                                               "1,5,1.0\n2,6,2.0\n1,5,3.0\n2,6,4.0\n"
+                                               "1,5,1.0\n2,6,2.0\n1,5,3.0\n2,6,4.0\n");
+        char *text = pd_xasprintf("data { train = '%s' }\n"
+                                  "model = function(nn)\n"
+                                  "  local a = nn.embedding(nn.id('item', 10), 2)\n"
+                                  "  local b = nn.embedding(nn.id('user', 10), 2)\n"
+                                  "  return nn.square_error_cost(nn.fc(nn.concat { a, b }, 1), nn.data('y', 1))\n"
+                                  "end\n"
+                                  "optimizer = nn.sgd { learning_rate = 0.1 }\n"
+                                  "job { pservers = 1, trainers = 1 }\n"
+                                  "settings { batch_size = 4 }\n",
+                                  csv);
+        fixture_load(&j.x, "sync2.lua", text);
+        free(text);
+        free(csv);
+        j.server = start_server(&j.x.r, &j.port);
+        pd_endpoint ep = {"127.0.0.1", j.port};
+        CHECK(pd_client_connect(&j.c, &j.x.lay, &ep, 1, 0, secret, job, 5) == 0);
+        CHECK(pd_client_init(&j.c, &j.x.net) == 0);
+        pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 4, .passes = 1};
+        CHECK(pd_reader_open(&j.rd, &j.x.r, &o) == 0);
+        pd_client *c = &j.c;
+        pd_net *net = &j.x.net;
+        CHECK_EQ_INT(pd_client_values_in_forward(c, net), 1);
+        for (int i = 0; limited && i < c->np * c->nper; i++) c->conns[i].max_frame = 16;
+        pd_param *t[2] = {pd_net_param(net, "embedding_0.w_0"), pd_net_param(net, "embedding_1.w_0")};
+        const int ids[2][2] = {{1, 2}, {5, 6}};
+        float row[3][8], grad[3][8]; /* per step: the 4 rows' 2 values as pulled, their gradients */
+        double cost;
+        for (int step = 0; step < 3; step++) {
+            pd_batch *b;
+            CHECK_EQ_INT(pd_reader_next(j.rd, &b), 1);
+            CHECK(pd_net_bind(net, b) == 0);
+            CHECK(pd_client_pull_rows(c, net) == 0);
+            /* more than a round: read before the batch computes; one: as it does */
+            if (step > 0) CHECK(limited ? c->rows_pending == 0 : c->rows_pending > 0);
+            CHECK(pd_net_forward(net, &cost) == 0);
+            CHECK(c->rows_pending == 0 && c->inflight == 0);
+            /* the embeddings computed with the rows as they are now */
+            for (int i = 0; i < net->nlayers; i++) {
+                pd_layer *l = &net->layers[i];
+                if (strcmp(l->d->type, "embedding") != 0) continue;
+                for (int r = 0; r < l->rows; r++)
+                    CHECK(memcmp(l->out + (size_t)r * l->size, l->p[0]->w + (size_t)l->in[0]->h_ids[r] * l->size,
+                                 (size_t)l->size * sizeof(float)) == 0);
+            }
+            for (int k = 0; k < 4; k++) memcpy(row[step] + 2 * k, t[k / 2]->w + 2 * ids[k / 2][k % 2], 8);
+            CHECK(pd_net_backward(net) == 0);
+            for (int k = 0; k < 4; k++) memcpy(grad[step] + 2 * k, t[k / 2]->g + 2 * ids[k / 2][k % 2], 8);
+            CHECK_EQ_INT(pd_client_hold_step(c, net), 1);
+            pd_reader_release(j.rd, b);
+        }
+        for (int step = 1; step < 3; step++)
+            for (int k = 0; k < 8; k++) CHECK_NEAR(row[step][k], row[step - 1][k] - 0.1f * grad[step - 1][k], 1e-6);
+        long total = 0;
+        CHECK(pd_client_pass_end(c, 0, 3, &total) == 0);
+        CHECK_EQ_INT((int)c->step, 3);
+        async_job_end(&j);
+    }
+}
+
 /* Async with the next batch's rows asked for while a batch computes
  * (pd_client_prefetch_rows): the requests leave at once, behind the step
  * before, so that every batch sees row 3 as it would have pulled it at its
