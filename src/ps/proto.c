@@ -205,6 +205,27 @@ const char *pd_frame_sum_kind(void)
     return have_avx2() ? "avx2" : "portable";
 }
 
+int pd_copy_finite(float *dst, const void *src, size_t n)
+{
+    const uint8_t *from = src;
+    uint32_t bad = 0;
+    size_t i = 0;
+    for (; i + 256 <= n; i += 256) /* as pd_all_finite: it vectorizes */
+        for (size_t j = i; j < i + 256; j++) {
+            uint32_t u;
+            memcpy(&u, from + 4 * j, sizeof u);
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+            memcpy(dst + j, &u, sizeof u);
+        }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, from + 4 * i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        memcpy(dst + i, &u, sizeof u);
+    }
+    return !bad;
+}
+
 const char *pd_msg_name(int type)
 {
     switch (type) {
@@ -257,6 +278,7 @@ void pd_conn_free(pd_conn *c)
     if (c->held_fd) close(c->held_fd - 1);
     if (c->rings) pd_rings_free(c->rings);
     free(c->rings);
+    free(c->kept);
     free(c->in);
     free(c->out);
     free(c->rbuf);
@@ -446,6 +468,47 @@ static int take_header(pd_conn *c)
     c->in_got = 0;
     c->have_hdr = 1;
     return 0;
+}
+
+#define LET_GO (1ull << 63)
+
+/* The ring's room goes back up to the oldest payload still kept. */
+static void keep_oldest(pd_conn *c)
+{
+    while (c->kept_head < c->nkept && (c->kept[c->kept_head] & LET_GO)) c->kept_head++;
+    if (c->kept_head == c->nkept) c->kept_head = c->nkept = 0;
+    pd_ring_keep(&c->rings->rx, c->kept_head < c->nkept ? c->kept[c->kept_head] : UINT64_MAX);
+}
+
+uint64_t pd_conn_keep(pd_conn *c)
+{
+    PD_ASSERT(c->ring_held && c->held_start < LET_GO);
+    if (c->nkept == c->kept_cap) { /* those let go behind the oldest kept go first */
+        size_t n = 0;
+        for (size_t i = c->kept_head; i < c->nkept; i++)
+            if (!(c->kept[i] & LET_GO)) c->kept[n++] = c->kept[i];
+        c->kept_head = 0;
+        c->nkept = n;
+        if (n == c->kept_cap) {
+            c->kept_cap = c->kept_cap ? 2 * c->kept_cap : 64;
+            c->kept = pd_xrealloc(c->kept, c->kept_cap * sizeof *c->kept);
+        }
+    }
+    c->kept[c->nkept++] = c->held_start;
+    keep_oldest(c);
+    pd_ring_read(&c->rings->rx, c->held_start, c->held_len);
+    c->ring_held = 0;
+    return c->held_start;
+}
+
+void pd_conn_let_go(pd_conn *c, uint64_t handle)
+{
+    for (size_t i = c->kept_head; i < c->nkept; i++)
+        if (c->kept[i] == handle) {
+            c->kept[i] |= LET_GO;
+            break;
+        }
+    keep_oldest(c);
 }
 
 int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)

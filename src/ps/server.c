@@ -128,6 +128,8 @@ typedef struct server {
     int again_all;          /* the list was full: look at every connection */
     int *serving;           /* serve_again's copy of the list */
     int rows_queued;        /* ROWS wait in the output: they leave before the next update is applied */
+    float *gscratch;        /* a block's gradient copied out of a ring, added to the step's others */
+    size_t gscratch_len;
     size_t *held_bytes;     /* per trainer: the replies its held pulls will need */
     int nunauth;            /* connections not through the handshake */
     int unauth_full;        /* refusing for PD_MAX_UNAUTH: logged once */
@@ -330,7 +332,9 @@ static void make_state(server *s)
         b->pushed = pd_xcalloc((size_t)T, 1);
         b->wait = pd_xcalloc((size_t)T, sizeof(waiter));
         s->block_index[k] = s->nblocks++;
+        if ((size_t)b->len > s->gscratch_len) s->gscratch_len = (size_t)b->len;
     }
+    s->gscratch = zalloc(s->gscratch_len);
     s->tables = pd_xcalloc((size_t)l->ntables + 1, sizeof *s->tables);
     for (int t = 0; t < l->ntables; t++) {
         stable *tb = &s->tables[t];
@@ -379,6 +383,7 @@ static void free_state(server *s)
     }
     free(s->blocks);
     free(s->block_index);
+    free(s->gscratch);
     for (int t = 0; t < s->lay.ntables; t++) {
         stable *tb = &s->tables[t];
         free(tb->w); free(tb->g); free(tb->s1); free(tb->s2); free(tb->mark); free(tb->dup); free(tb->touched);
@@ -1201,19 +1206,33 @@ static int on_push_block(server *s, waiter me, int T, pd_frame *f)
     if (!s->ready) return pd_err_set(PD_EPROTO, "PUSH_BLOCK before the parameters were initialised");
     if ((rc = check_block(s, f, &b)) < 0) return rc;
     if (b->pushed[T]) return pd_err_set(PD_EPROTO, "trainer %d pushed block %d twice in one step", T, b->k);
-    if (!pd_all_finite((const float *)f->payload, (size_t)b->len))
+    /* read where it lies in the trainer's ring, where the trainer can
+     * still write: copied once, into b->g (the step's first) or the
+     * scratch (the others'), and checked in that copy */
+    const float *g = (const float *)f->payload;
+    int in_ring = waiter_conn(s, me)->c.ring_held;
+    int finite = 1;
+    if (in_ring) {
+        float *to = b->npushed == 0 ? b->g : s->gscratch;
+        finite = pd_copy_finite(to, f->payload, (size_t)b->len);
+        g = to;
+    } else {
+        finite = pd_all_finite(g, (size_t)b->len);
+    }
+    if (!finite)
         return pd_err_set(PD_EDATA, "trainer %d pushed a gradient with NaN or Inf for block %d: refused", T, b->k);
     b->pushed[T] = 1;
     b->wait[T] = me;
     if (b->npushed == 0 && (!s->sync || complete(s, b->pushed, 1))) {
-        /* the only gradient of this update: applied from the frame */
+        /* the only gradient of this update: applied from the frame (or
+         * its copy) */
         b->npushed = 1;
-        apply_block(s, b, (const float *)f->payload);
+        apply_block(s, b, g);
         return 0;
     }
     /* the first gradient of a step is copied, the others added */
-    if (b->npushed == 0) memcpy(b->g, f->payload, (size_t)b->len * sizeof(float));
-    else pd_backend_cpu.axpy((size_t)b->len, 1.f, (const float *)f->payload, b->g);
+    if (b->npushed == 0 && g != b->g) memcpy(b->g, g, (size_t)b->len * sizeof(float));
+    else if (b->npushed > 0) pd_backend_cpu.axpy((size_t)b->len, 1.f, g, b->g);
     b->npushed++;
     if (complete(s, b->pushed, b->npushed)) apply_block(s, b, b->g);
     return 0;
@@ -1491,6 +1510,14 @@ static void name_peer(int fd, const struct sockaddr_storage *sa, char *out, size
         snprintf(out, n, "a process of this host (Unix socket)");
 }
 
+/* A gradient block that comes through a ring is read where it lies there
+ * (on_push_block copies it once, checking it as it goes). */
+static void *place_in_ring(void *ctx, const pd_frame *h)
+{
+    (void)ctx;
+    return h->type == PD_MSG_PUSH_BLOCK ? PD_PLACE_IN_RING : NULL;
+}
+
 static void accept_all(server *s, int li)
 {
     for (int n = 0; n < ACCEPTS_PER_WAKE; n++) {
@@ -1518,6 +1545,7 @@ static void accept_all(server *s, int li)
         c->since = pd_now();
         s->nunauth++;
         pd_conn_init(&c->c, fd, PD_MAX_HANDSHAKE);
+        c->c.place = place_in_ring;
         c->port_index = li % MAX_LISTEN;
         c->local = li >= MAX_LISTEN;
         c->kind = c->port_index >= s->lay.ports_num;

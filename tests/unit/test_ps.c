@@ -1283,6 +1283,108 @@ PD_TEST(client_sync_held_step_gives_the_next_batch_the_steps_rows)
     }
 }
 
+/* A block of new values that is a whole parameter and comes through the
+ * ring is not copied: the parameter points to it there, the step's values
+ * (SGD), until the next come and its room goes back to the pserver; at the
+ * end the values go back into the parameter's own array. */
+/* A job whose fc_0.w_0 (64 x 32) goes through the ring, connected and
+ * initialised, its reader open. */
+static void ring_job_start(async_job *j)
+{
+    char *csv = pd_test_write("inplace.csv", "1,1.0\n2,2.0\n3,3.0\n4,4.0\n1,1.0\n2,2.0\n3,3.0\n4,4.0\n"
+                                             "1,1.0\n2,2.0\n3,3.0\n4,4.0\n");
+    char *text = pd_xasprintf("data { train = '%s' }\n"
+                              "model = function(nn)\n"
+                              "  local e = nn.embedding(nn.id('item', 10), 64)\n"
+                              "  return nn.square_error_cost(nn.fc(nn.fc(e, 32, 'tanh'), 1), nn.data('y', 1))\n"
+                              "end\n"
+                              "optimizer = nn.sgd { learning_rate = 0.1 }\n"
+                              "job { pservers = 1, trainers = 1 }\n"
+                              "settings { batch_size = 4 }\n",
+                              csv);
+    fixture_load(&j->x, "inplace.lua", text);
+    free(text);
+    free(csv);
+    j->server = start_server(&j->x.r, &j->port);
+    pd_endpoint ep = {"127.0.0.1", j->port};
+    CHECK(pd_client_connect(&j->c, &j->x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK_EQ_INT(pd_client_ring_count(&j->c), 1);
+    CHECK(pd_client_init(&j->c, &j->x.net) == 0);
+    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 4, .passes = 1};
+    CHECK(pd_reader_open(&j->rd, &j->x.r, &o) == 0);
+}
+
+PD_TEST(client_values_in_place_point_into_the_ring_until_the_next_come)
+{
+    async_job j;
+    ring_job_start(&j);
+    pd_client *c = &j.c;
+    pd_net *net = &j.x.net;
+    pd_param *w = pd_net_param(net, "fc_0.w_0");
+    CHECK(w && w->rows * w->cols == 64 * 32); /* 8 KB: through the ring */
+    CHECK(pd_client_values_in_place(c, net) >= 1);
+    float *own = w->w;
+    int k = c->lay->params[c->layout_param[w - net->params]].first_block;
+    static float before[2048], grad[2048], last[2048];
+    double cost;
+    for (int step = 0; step < 3; step++) {
+        pd_batch *b;
+        CHECK_EQ_INT(pd_reader_next(j.rd, &b), 1);
+        CHECK(pd_net_bind(net, b) == 0);
+        CHECK(pd_client_pull_rows(c, net) == 0);
+        CHECK(pd_net_forward(net, &cost) == 0);
+        CHECK(pd_net_backward(net) == 0);
+        memcpy(before, w->w, sizeof before);
+        memcpy(grad, w->g, sizeof grad);
+        CHECK(pd_client_step(c, net) == 0);
+        pd_reader_release(j.rd, b);
+        pd_ring *rx = &c->conns[c->kept_conn[k]].rings->rx;
+        CHECK(c->kept_at[k] != 0);
+        CHECK((uint8_t *)w->w >= rx->data && (uint8_t *)(w->w + 2048) <= rx->data + rx->size);
+        CHECK((uintptr_t)w->w % 64 == 0);
+        for (int i = 0; i < 2048; i++) CHECK_NEAR(w->w[i], before[i] - 0.1f * grad[i], 1e-6);
+        /* the last step's values were let go: only these hold the room */
+        CHECK(*rx->done == c->kept_at[k] - 1);
+    }
+    memcpy(last, w->w, sizeof last);
+    long total = 0;
+    CHECK(pd_client_pass_end(c, 0, 3, &total) == 0);
+    pd_reader_close(j.rd);
+    finish_and_reap(&j.x, j.server, j.port, c);
+    CHECK(w->w == own && memcmp(own, last, sizeof last) == 0);
+    fixture_free(&j.x);
+}
+
+/* A pserver reads a gradient block where it lies in the trainer's ring,
+ * and checks it in the copy it takes: an Inf there is refused as over a
+ * socket. */
+PD_TEST(pserver_refuses_a_non_finite_gradient_read_in_its_ring)
+{
+    async_job j;
+    ring_job_start(&j);
+    pd_client *c = &j.c;
+    pd_param *w = pd_net_param(&j.x.net, "fc_0.w_0");
+    int k = c->lay->params[c->layout_param[w - j.x.net.params]].first_block;
+    static float g[2048];
+    g[2047] = INFINITY;
+    pd_conn *conn = &c->conns[0];
+    CHECK(conn->rings != NULL);
+    uint64_t before = conn->rings->tx.pos;
+    CHECK(pd_conn_queue(conn, PD_MSG_PUSH_BLOCK, (uint32_t)k, 0, g, sizeof g, NULL, 0) == 0);
+    CHECK(conn->rings->tx.pos > before); /* it went through the ring */
+    CHECK(pd_conn_send_all(conn, 5) == 0);
+    pd_frame f;
+    CHECK(pd_conn_recv(conn, &f, 5) == 0);
+    CHECK_EQ_INT(f.type, PD_MSG_ERROR);
+    char text[600];
+    snprintf(text, sizeof text, "%.*s", (int)PD_MIN(f.len, 500), (char *)f.payload);
+    CHECK_CONTAINS(text, "NaN or Inf for block");
+    pd_reader_close(j.rd);
+    pd_client_free(c);
+    finish_and_reap(&j.x, j.server, j.port, NULL); /* a trainer that finishes, so that the pserver ends */
+    fixture_free(&j.x);
+}
+
 /* Async with the next batch's rows asked for while a batch computes
  * (pd_client_prefetch_rows): the requests leave at once, behind the step
  * before, so that every batch sees row 3 as it would have pulled it at its
@@ -1783,4 +1885,20 @@ PD_TEST(all_finite_finds_every_inf_and_nan)
             CHECK_EQ_INT(pd_all_finite(v, (size_t)at[a]), 1); /* just before it */
             v[at[a]] = keep;
         }
+    /* the copy that checks as it goes, from where a ring payload may lie
+     * (aligned or not) */
+    static float to[N];
+    static uint8_t raw[4 * N + 4];
+    for (int off = 0; off <= 4; off++) {
+        memcpy(raw + off, v, sizeof v);
+        CHECK_EQ_INT(pd_copy_finite(to, raw + off, N), 1);
+        CHECK(memcmp(to, v, sizeof v) == 0);
+        for (size_t a = 0; a < sizeof at / sizeof at[0]; a++)
+            for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+                memcpy(raw + off + 4 * (size_t)at[a], &bad[b], 4);
+                CHECK_EQ_INT(pd_copy_finite(to, raw + off, N), 0);
+                CHECK_EQ_INT(pd_copy_finite(to, raw + off, (size_t)at[a]), 1);
+                memcpy(raw + off + 4 * (size_t)at[a], &v[at[a]], 4);
+            }
+    }
 }
