@@ -233,25 +233,8 @@ int pd_client_ring_count(const pd_client *c)
     return n;
 }
 
-/* Parameters read in place take their values back into their own arrays
- * (the rings go with the connections). */
-static void values_home(pd_client *c)
-{
-    const pd_layout *l = c->lay;
-    for (int k = 0; c->kept_at && k < l->nblocks; k++) {
-        if (!c->kept_at[k]) continue;
-        pd_param *p = &c->in_place->params[c->net_param[l->blocks[k].param]];
-        float *own = c->own_w[l->blocks[k].param];
-        memcpy(own, p->w, (size_t)l->blocks[k].len * sizeof(float));
-        p->w = own;
-        pd_conn_let_go(&c->conns[c->kept_conn[k]], c->kept_at[k] - 1);
-        c->kept_at[k] = 0;
-    }
-}
-
 void pd_client_free(pd_client *c)
 {
-    values_home(c);
     for (int i = 0; c->conns && i < c->np * c->nper; i++)
         if (c->conns[i].fd >= 0) pd_conn_free(&c->conns[i]);
     free(c->conns);
@@ -277,9 +260,6 @@ void pd_client_free(pd_client *c)
     free(c->nsent);
     free(c->ndone);
     free(c->budget);
-    free(c->own_w);
-    free(c->kept_at);
-    free(c->kept_conn);
     memset(c, 0, sizeof *c);
 }
 
@@ -460,7 +440,6 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
                     break;
                 }
                 c->heard[i / c->nper] = pd_now();
-                c->reading = &c->conns[i];
                 if (f.type == PD_MSG_HEARTBEAT) continue;
                 if (f.type == PD_MSG_ERROR) {
                     rc = pd_err_set(PD_EPROTO, "pserver %d: %.*s", i / c->nper, (int)PD_MIN(f.len, 500),
@@ -485,7 +464,6 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
     }
 out:
     c->recv_net = NULL;
-    c->reading = NULL;
     c->bytes_in = 0;
     c->bytes_out = 0;
     for (int i = 0; i < n; i++) {
@@ -573,7 +551,6 @@ static void *place_values(void *ctx, const pd_frame *h)
         h->a >= (uint32_t)l->nblocks || h->len != (uint32_t)l->blocks[h->a].len * 4)
         return NULL;
     const pd_lblock *b = &l->blocks[h->a];
-    if (c->own_w && c->own_w[b->param] && net == c->in_place) return PD_PLACE_IN_RING; /* on_block_values */
     return net->params[c->net_param[b->param]].w + b->off;
 }
 
@@ -587,20 +564,6 @@ static int on_block_values(pd_client *c, pd_net *net, int server, pd_frame *f, v
                           pd_msg_name(f->type) ? pd_msg_name(f->type) : "?");
     const pd_lblock *b = &l->blocks[f->a];
     pd_param *p = &net->params[c->net_param[b->param]];
-    if (c->own_w && c->own_w[b->param] && net == c->in_place) {
-        /* the parameter points to its new values where they lie in the
-         * ring (those that came over a socket: into its own array), and
-         * lets go of the last ones */
-        int k = (int)f->a;
-        if (c->kept_at[k]) pd_conn_let_go(&c->conns[c->kept_conn[k]], c->kept_at[k] - 1);
-        c->kept_at[k] = 0;
-        p->w = c->own_w[b->param];
-        if (c->reading && c->reading->ring_held) {
-            c->kept_at[k] = pd_conn_keep(c->reading) + 1;
-            c->kept_conn[k] = (int)(c->reading - c->conns);
-            p->w = (float *)f->payload;
-        }
-    }
     store(net, p->w, b->off, f->payload, (size_t)b->len);
     if ((long)f->b > c->step) c->step = (long)f->b;
     return 0;
@@ -1128,26 +1091,6 @@ static int values_wanted(void *ctx, pd_net *net, pd_param *p)
         if (rc < 0) return rc;
     }
     return 0;
-}
-
-int pd_client_values_in_place(pd_client *c, pd_net *net)
-{
-    const pd_layout *l = c->lay;
-    int rc = map_params(c, net), n = 0;
-    if (rc < 0) return rc;
-    if (!net->be->host_memory || c->in_place) return 0;
-    c->own_w = pd_xcalloc((size_t)l->nparams + 1, sizeof *c->own_w);
-    c->kept_at = pd_xcalloc((size_t)l->nblocks + 1, sizeof *c->kept_at);
-    c->kept_conn = pd_xcalloc((size_t)l->nblocks + 1, sizeof *c->kept_conn);
-    for (int k = 0; k < l->nblocks; k++) {
-        const pd_lblock *b = &l->blocks[k];
-        pd_param *p = &net->params[c->net_param[b->param]];
-        if (b->off != 0 || (size_t)b->len != (size_t)p->rows * p->cols || !dense_conn(c, k)->rings) continue;
-        c->own_w[b->param] = p->w;
-        n++;
-    }
-    c->in_place = net;
-    return n;
 }
 
 static int fixed_tables_only(pd_client *c, pd_net *net);

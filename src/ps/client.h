@@ -81,13 +81,6 @@ typedef struct pd_client {
     uint8_t *early;         /* per table: its rows are pushed */
     int early_started;      /* a backward has sent some of the step */
     uint8_t *early_to;      /* per pserver: sent to during the backward */
-    /* pd_client_values_in_place: a block that is a whole parameter, its
-     * values come through a ring, is read where it lies there */
-    pd_net *in_place;       /* the net whose parameters may point into rings */
-    float **own_w;          /* per layout param: its own array (NULL: not read in place) */
-    uint64_t *kept_at;      /* per block: the handle of the payload its parameter points to, plus 1 (0: none) */
-    int *kept_conn;         /* per block: the connection that payload came through */
-    pd_conn *reading;       /* the connection the reply being handled came through */
     long resume_step;       /* after init: the checkpoint the pservers resumed from, or -1 */
     int resume_pass, resume_batch; /* and this trainer's position in it */
 } pd_client;
@@ -153,13 +146,6 @@ int pd_client_hold_step(pd_client *c, pd_net *net);
  * as before; the backward starts once all are in. Returns 1 (on), 0 (the
  * step is not held: growing tables, or no sparse table) or < 0. */
 int pd_client_values_in_forward(pd_client *c, pd_net *net);
-/* From now on, a block of new values that is a whole parameter of net and
- * comes through a ring (shared memory with a pserver of this host) is not
- * copied: the parameter points to the values where they lie in the ring
- * until the next ones come, and the ring's room is given back then. For
- * parameters in host memory; pd_client_free copies the values back into
- * the parameters' own arrays. Returns the number of blocks read so. */
-int pd_client_values_in_place(pd_client *c, pd_net *net);
 /* Sync mode: from now on, net's backward sends each parameter's gradient
  * as soon as it is final (pd_net.grad_ready), so that the pservers apply
  * the upper layers' while the trainer computes the lower ones', to the

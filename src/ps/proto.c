@@ -278,7 +278,6 @@ void pd_conn_free(pd_conn *c)
     if (c->held_fd) close(c->held_fd - 1);
     if (c->rings) pd_rings_free(c->rings);
     free(c->rings);
-    free(c->kept);
     free(c->in);
     free(c->out);
     free(c->rbuf);
@@ -468,47 +467,6 @@ static int take_header(pd_conn *c)
     c->in_got = 0;
     c->have_hdr = 1;
     return 0;
-}
-
-#define LET_GO (1ull << 63)
-
-/* The ring's room goes back up to the oldest payload still kept. */
-static void keep_oldest(pd_conn *c)
-{
-    while (c->kept_head < c->nkept && (c->kept[c->kept_head] & LET_GO)) c->kept_head++;
-    if (c->kept_head == c->nkept) c->kept_head = c->nkept = 0;
-    pd_ring_keep(&c->rings->rx, c->kept_head < c->nkept ? c->kept[c->kept_head] : UINT64_MAX);
-}
-
-uint64_t pd_conn_keep(pd_conn *c)
-{
-    PD_ASSERT(c->ring_held && c->held_start < LET_GO);
-    if (c->nkept == c->kept_cap) { /* those let go behind the oldest kept go first */
-        size_t n = 0;
-        for (size_t i = c->kept_head; i < c->nkept; i++)
-            if (!(c->kept[i] & LET_GO)) c->kept[n++] = c->kept[i];
-        c->kept_head = 0;
-        c->nkept = n;
-        if (n == c->kept_cap) {
-            c->kept_cap = c->kept_cap ? 2 * c->kept_cap : 64;
-            c->kept = pd_xrealloc(c->kept, c->kept_cap * sizeof *c->kept);
-        }
-    }
-    c->kept[c->nkept++] = c->held_start;
-    keep_oldest(c);
-    pd_ring_read(&c->rings->rx, c->held_start, c->held_len);
-    c->ring_held = 0;
-    return c->held_start;
-}
-
-void pd_conn_let_go(pd_conn *c, uint64_t handle)
-{
-    for (size_t i = c->kept_head; i < c->nkept; i++)
-        if (c->kept[i] == handle) {
-            c->kept[i] |= LET_GO;
-            break;
-        }
-    keep_oldest(c);
 }
 
 int pd_conn_read(pd_conn *c, pd_frame *f, int *eof)

@@ -77,10 +77,6 @@ typedef struct pd_conn {
     int ring_held;
     uint64_t held_start;
     size_t held_len;
-    /* such payloads kept past the next read (pd_conn_keep), oldest first:
-     * their starts, 0 in the top bit once let go */
-    uint64_t *kept;
-    size_t kept_head, nkept, kept_cap;
     uint8_t *dst;       /* the payload being received */
     /* bytes moved, for benchmarks and logs */
     uint64_t bytes_in, bytes_out;
@@ -100,13 +96,6 @@ typedef struct pd_conn {
  * for payloads of values, never of lengths or indices: the peer can still
  * write there. */
 #define PD_PLACE_IN_RING ((void *)1)
-
-/* Keep the payload that the last pd_conn_read gave where it lies in the
- * peer's ring (c->ring_held) past the next read: neither its room nor the
- * room of what came after it goes back to the peer until pd_conn_let_go
- * lets go of it with the handle returned here. */
-uint64_t pd_conn_keep(pd_conn *c);
-void pd_conn_let_go(pd_conn *c, uint64_t handle);
 
 /* The checksum of a frame's payload (docs/protocol.md); the portable
  * version computes the same on any machine, pd_frame_sum_kind names the one

@@ -26,8 +26,8 @@ static int bad_size(size_t size)
 static void attach(pd_rings *r, void *map, size_t size, int creator)
 {
     uint8_t *m = map;
-    pd_ring a = {m + COUNTERS, (uint64_t *)m, size, 0, UINT64_MAX};
-    pd_ring b = {m + COUNTERS + size, (uint64_t *)(m + 64), size, 0, UINT64_MAX};
+    pd_ring a = {m + COUNTERS, (uint64_t *)m, size, 0};
+    pd_ring b = {m + COUNTERS + size, (uint64_t *)(m + 64), size, 0};
     r->map = map;
     r->map_len = map_len(size);
     r->tx = creator ? a : b;
@@ -79,9 +79,8 @@ uint8_t *pd_ring_room(pd_ring *t, size_t n, uint64_t *start)
 {
     uint64_t done = __atomic_load_n(t->done, __ATOMIC_ACQUIRE);
     if (n > t->size || done > t->pos || t->pos - done > t->size) return NULL;
-    uint64_t at = (t->pos + 63) & ~(uint64_t)63; /* size is a multiple of 64 */
-    size_t off = (size_t)(at % t->size);
-    uint64_t s = off + n > t->size ? at + (t->size - off) : at; /* no payload wraps */
+    size_t off = (size_t)(t->pos % t->size);
+    uint64_t s = off + n > t->size ? t->pos + (t->size - off) : t->pos; /* no payload wraps */
     if (s + n - done > t->size) return NULL;
     *start = s;
     return t->data + s % t->size;
@@ -105,11 +104,5 @@ const uint8_t *pd_ring_at(const pd_ring *r, uint64_t start, size_t n)
 void pd_ring_read(pd_ring *r, uint64_t start, size_t n)
 {
     r->pos = start + n;
-    __atomic_store_n(r->done, PD_MIN(r->pos, r->keep), __ATOMIC_RELEASE);
-}
-
-void pd_ring_keep(pd_ring *r, uint64_t from)
-{
-    r->keep = from;
-    __atomic_store_n(r->done, PD_MIN(r->pos, r->keep), __ATOMIC_RELEASE);
+    __atomic_store_n(r->done, r->pos, __ATOMIC_RELEASE);
 }

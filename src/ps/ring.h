@@ -33,7 +33,6 @@ typedef struct pd_ring {
     uint64_t *done;     /* in the shared page: how far the reader read */
     size_t size;
     uint64_t pos;       /* writer: bytes written; reader: bytes read */
-    uint64_t keep;      /* reader: the oldest byte it still uses (UINT64_MAX: none) */
 } pd_ring;
 
 typedef struct pd_rings {
@@ -52,19 +51,14 @@ int pd_rings_create(pd_rings *r, size_t size);
  * map fault). 0, or < 0 (message set). The caller closes fd. */
 int pd_rings_map(pd_rings *r, int fd, size_t size);
 void pd_rings_free(pd_rings *r);
-/* Room for n contiguous bytes in the writer's ring, starting at a
- * multiple of 64 (floats read where they lie are aligned): where to write
- * them (starting at *start), or NULL when the reader has not read enough yet
+/* Room for n contiguous bytes in the writer's ring: where to write them
+ * (starting at *start), or NULL when the reader has not read enough yet
  * (or says nonsense about how far it read). */
 uint8_t *pd_ring_room(pd_ring *t, size_t n, uint64_t *start);
 void pd_ring_wrote(pd_ring *t, uint64_t start, size_t n);
 /* The n bytes at start a reference names, checked to lie within the ring
  * and after what was read; NULL (message set) otherwise. */
 const uint8_t *pd_ring_at(const pd_ring *r, uint64_t start, size_t n);
-/* Tell the writer that everything up to start + n is read (but for what
- * pd_ring_keep keeps). */
+/* Tell the writer that everything up to start + n is read. */
 void pd_ring_read(pd_ring *r, uint64_t start, size_t n);
-/* The reader still uses the bytes from `from` on (already read; UINT64_MAX:
- * none): the writer gets their room back only when a later call lets go. */
-void pd_ring_keep(pd_ring *r, uint64_t from);
 #endif

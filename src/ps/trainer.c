@@ -155,10 +155,6 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
         PD_INFO("trainer %d: %d of %d pservers on this host, reached over their Unix sockets (%d with shared memory)",
                 o->id, local, o->npservers, pd_client_ring_count(&cl));
     if ((rc = pd_client_init(&cl, net)) < 0) goto out;
-    if ((rc = pd_client_values_in_place(&cl, net)) < 0) goto out;
-    if (rc > 0)
-        PD_INFO("trainer %d: %d parameters take their new values where they lie in the memory shared with the "
-                "pservers, not copied", o->id, rc);
     ps_step ctx = {.cl = &cl, .r = r, .o = o, .sync = !r->mode || strcmp(r->mode, "async") != 0};
     pd_step_ops ops = ps_ops;
     /* what the pservers do while this trainer computes, where they have

@@ -1283,10 +1283,6 @@ PD_TEST(client_sync_held_step_gives_the_next_batch_the_steps_rows)
     }
 }
 
-/* A block of new values that is a whole parameter and comes through the
- * ring is not copied: the parameter points to it there, the step's values
- * (SGD), until the next come and its room goes back to the pserver; at the
- * end the values go back into the parameter's own array. */
 /* A job whose fc_0.w_0 (64 x 32) goes through the ring, connected and
  * initialised, its reader open. */
 static void ring_job_start(async_job *j)
@@ -1312,47 +1308,6 @@ static void ring_job_start(async_job *j)
     CHECK(pd_client_init(&j->c, &j->x.net) == 0);
     pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 4, .passes = 1};
     CHECK(pd_reader_open(&j->rd, &j->x.r, &o) == 0);
-}
-
-PD_TEST(client_values_in_place_point_into_the_ring_until_the_next_come)
-{
-    async_job j;
-    ring_job_start(&j);
-    pd_client *c = &j.c;
-    pd_net *net = &j.x.net;
-    pd_param *w = pd_net_param(net, "fc_0.w_0");
-    CHECK(w && w->rows * w->cols == 64 * 32); /* 8 KB: through the ring */
-    CHECK(pd_client_values_in_place(c, net) >= 1);
-    float *own = w->w;
-    int k = c->lay->params[c->layout_param[w - net->params]].first_block;
-    static float before[2048], grad[2048], last[2048];
-    double cost;
-    for (int step = 0; step < 3; step++) {
-        pd_batch *b;
-        CHECK_EQ_INT(pd_reader_next(j.rd, &b), 1);
-        CHECK(pd_net_bind(net, b) == 0);
-        CHECK(pd_client_pull_rows(c, net) == 0);
-        CHECK(pd_net_forward(net, &cost) == 0);
-        CHECK(pd_net_backward(net) == 0);
-        memcpy(before, w->w, sizeof before);
-        memcpy(grad, w->g, sizeof grad);
-        CHECK(pd_client_step(c, net) == 0);
-        pd_reader_release(j.rd, b);
-        pd_ring *rx = &c->conns[c->kept_conn[k]].rings->rx;
-        CHECK(c->kept_at[k] != 0);
-        CHECK((uint8_t *)w->w >= rx->data && (uint8_t *)(w->w + 2048) <= rx->data + rx->size);
-        CHECK((uintptr_t)w->w % 64 == 0);
-        for (int i = 0; i < 2048; i++) CHECK_NEAR(w->w[i], before[i] - 0.1f * grad[i], 1e-6);
-        /* the last step's values were let go: only these hold the room */
-        CHECK(*rx->done == c->kept_at[k] - 1);
-    }
-    memcpy(last, w->w, sizeof last);
-    long total = 0;
-    CHECK(pd_client_pass_end(c, 0, 3, &total) == 0);
-    pd_reader_close(j.rd);
-    finish_and_reap(&j.x, j.server, j.port, c);
-    CHECK(w->w == own && memcmp(own, last, sizeof last) == 0);
-    fixture_free(&j.x);
 }
 
 /* A pserver reads a gradient block where it lies in the trainer's ring,

@@ -136,52 +136,6 @@ PD_TEST(ring_payload_read_in_place_is_given_back_at_the_next_read)
     free(small);
 }
 
-PD_TEST(ring_payloads_kept_hold_their_room_until_let_go)
-{
-    pd_conn w, r;
-    pair(&w, &r, 1);
-    r.place = rows_in_ring;
-    uint8_t *a = pattern(8004, 7), *b = pattern(8004, 8), *c = pattern(8004, 9);
-    CHECK(pd_conn_queue(&w, PD_MSG_ROWS, 1, 0, a, 8004, NULL, 0) == 0);
-    CHECK(pd_conn_queue(&w, PD_MSG_ROWS, 2, 0, b, 8004, NULL, 0) == 0);
-    CHECK(pd_conn_queue(&w, PD_MSG_ROWS, 3, 0, c, 8004, NULL, 0) == 0);
-    pd_frame f;
-    CHECK(next(&w, &r, &f) == 1 && f.a == 1);
-    const uint8_t *pa = f.payload;
-    uint64_t ka = pd_conn_keep(&r);
-    CHECK(ka == 0 && *w.rings->tx.done == 0);
-    CHECK(next(&w, &r, &f) == 1 && f.a == 2);
-    /* payloads start at multiples of 64: floats read there are aligned */
-    CHECK((uintptr_t)f.payload % 64 == 0 && (uintptr_t)pa % 64 == 0);
-    uint64_t kb = pd_conn_keep(&r);
-    CHECK(kb == 8064); /* 8004 rounded up */
-    CHECK(next(&w, &r, &f) == 1 && f.a == 3);
-    /* read past all three, yet the room of the first stays taken */
-    CHECK(*w.rings->tx.done == 0);
-    pd_conn_let_go(&r, kb); /* the later one first: nothing comes back yet */
-    CHECK(*w.rings->tx.done == 0);
-    CHECK(memcmp(pa, a, 8004) == 0);
-    pd_conn_let_go(&r, ka);
-    CHECK(*w.rings->tx.done == 8064 + 8004); /* the third goes back at the next read, as any */
-    /* room taken over many keeps, most let go out of order, is found again */
-    for (int i = 0; i < 100; i++) {
-        CHECK(pd_conn_queue(&w, PD_MSG_ROWS, (uint32_t)i, 0, a, 8004, NULL, 0) == 0);
-        CHECK(next(&w, &r, &f) == 1 && f.a == (uint32_t)i);
-        uint64_t k = pd_conn_keep(&r);
-        if (i == 0) ka = k;
-        else pd_conn_let_go(&r, k);
-    }
-    CHECK(*w.rings->tx.done == ka);
-    pd_conn_let_go(&r, ka);
-    CHECK(*w.rings->tx.done == w.rings->tx.pos);
-    CHECK(r.nkept == 0);
-    pd_conn_free(&w);
-    pd_conn_free(&r);
-    free(a);
-    free(b);
-    free(c);
-}
-
 /* Write a RING_FRAME naming (type, len, start) to w's socket by hand, and
  * return what r makes of it (its error message in pd_err_msg()). */
 static int forged(pd_conn *w, pd_conn *r, uint32_t type, uint32_t len, uint64_t start, pd_frame *f)
