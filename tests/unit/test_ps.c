@@ -1287,7 +1287,7 @@ PD_TEST(client_sync_held_step_gives_the_next_batch_the_steps_rows)
  * initialised, its reader open. */
 static void ring_job_start(async_job *j)
 {
-    char *csv = pd_test_write("inplace.csv", "1,1.0\n2,2.0\n3,3.0\n4,4.0\n1,1.0\n2,2.0\n3,3.0\n4,4.0\n"
+    char *csv = pd_test_write("ringjob.csv", "1,1.0\n2,2.0\n3,3.0\n4,4.0\n1,1.0\n2,2.0\n3,3.0\n4,4.0\n"
                                              "1,1.0\n2,2.0\n3,3.0\n4,4.0\n");
     char *text = pd_xasprintf("data { train = '%s' }\n"
                               "model = function(nn)\n"
@@ -1298,7 +1298,7 @@ static void ring_job_start(async_job *j)
                               "job { pservers = 1, trainers = 1 }\n"
                               "settings { batch_size = 4 }\n",
                               csv);
-    fixture_load(&j->x, "inplace.lua", text);
+    fixture_load(&j->x, "ringjob.lua", text);
     free(text);
     free(csv);
     j->server = start_server(&j->x.r, &j->port);
