@@ -1210,9 +1210,8 @@ static int on_push_block(server *s, waiter me, int T, pd_frame *f)
      * still write: copied once, into b->g (the step's first) or the
      * scratch (the others'), and checked in that copy */
     const float *g = (const float *)f->payload;
-    int in_ring = waiter_conn(s, me)->c.ring_held;
-    int finite = 1;
-    if (in_ring) {
+    int finite;
+    if (waiter_conn(s, me)->c.ring_held) {
         float *to = b->npushed == 0 ? b->g : s->gscratch;
         finite = pd_copy_finite(to, f->payload, (size_t)b->len);
         g = to;
@@ -1231,8 +1230,8 @@ static int on_push_block(server *s, waiter me, int T, pd_frame *f)
         return 0;
     }
     /* the first gradient of a step is copied, the others added */
-    if (b->npushed == 0 && g != b->g) memcpy(b->g, g, (size_t)b->len * sizeof(float));
-    else if (b->npushed > 0) pd_backend_cpu.axpy((size_t)b->len, 1.f, g, b->g);
+    if (b->npushed > 0) pd_backend_cpu.axpy((size_t)b->len, 1.f, g, b->g);
+    else if (g != b->g) memcpy(b->g, g, (size_t)b->len * sizeof(float));
     b->npushed++;
     if (complete(s, b->pushed, b->npushed)) apply_block(s, b, b->g);
     return 0;

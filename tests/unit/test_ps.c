@@ -1107,23 +1107,30 @@ typedef struct async_job {
     pd_reader *rd;
 } async_job;
 
+/* The recipe text (file lua) loaded, its pserver started, the client
+ * connected and initialised, the reader open with batches of batch. */
+static void job_start(async_job *j, const char *lua, const char *text, int batch)
+{
+    fixture_load(&j->x, lua, text);
+    j->server = start_server(&j->x.r, &j->port);
+    pd_endpoint ep = {"127.0.0.1", j->port};
+    CHECK(pd_client_connect(&j->c, &j->x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_init(&j->c, &j->x.net) == 0);
+    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = batch, .passes = 1};
+    CHECK(pd_reader_open(&j->rd, &j->x.r, &o) == 0);
+}
+
 static void async_job_start(async_job *j, const char *name, const char *lines)
 {
     char *csv = pd_xasprintf("%s.csv", name), *lua = pd_xasprintf("%s.lua", name);
     char *data = pd_test_write(csv, lines);
     char *text = item_recipe(data, "job { pservers = 1, trainers = 1 }\n"
                                    "settings { mode = 'async', batch_size = 1 }\n");
-    fixture_load(&j->x, lua, text);
+    job_start(j, lua, text, 1);
     free(text);
     free(data);
     free(csv);
     free(lua);
-    j->server = start_server(&j->x.r, &j->port);
-    pd_endpoint ep = {"127.0.0.1", j->port};
-    CHECK(pd_client_connect(&j->c, &j->x.lay, &ep, 1, 0, secret, job, 5) == 0);
-    CHECK(pd_client_init(&j->c, &j->x.net) == 0);
-    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
-    CHECK(pd_reader_open(&j->rd, &j->x.r, &o) == 0);
 }
 
 static void async_job_end(async_job *j)
@@ -1234,15 +1241,9 @@ PD_TEST(client_sync_held_step_gives_the_next_batch_the_steps_rows)
                                   "job { pservers = 1, trainers = 1 }\n"
                                   "settings { batch_size = 4 }\n",
                                   csv);
-        fixture_load(&j.x, "sync2.lua", text);
+        job_start(&j, "sync2.lua", text, 4);
         free(text);
         free(csv);
-        j.server = start_server(&j.x.r, &j.port);
-        pd_endpoint ep = {"127.0.0.1", j.port};
-        CHECK(pd_client_connect(&j.c, &j.x.lay, &ep, 1, 0, secret, job, 5) == 0);
-        CHECK(pd_client_init(&j.c, &j.x.net) == 0);
-        pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 4, .passes = 1};
-        CHECK(pd_reader_open(&j.rd, &j.x.r, &o) == 0);
         pd_client *c = &j.c;
         pd_net *net = &j.x.net;
         CHECK_EQ_INT(pd_client_values_in_forward(c, net), 1);
@@ -1283,10 +1284,13 @@ PD_TEST(client_sync_held_step_gives_the_next_batch_the_steps_rows)
     }
 }
 
-/* A job whose fc_0.w_0 (64 x 32) goes through the ring, connected and
- * initialised, its reader open. */
-static void ring_job_start(async_job *j)
+/* A pserver reads a gradient block where it lies in the trainer's ring,
+ * and checks it in the copy it takes: an Inf there is refused as over a
+ * socket. */
+PD_TEST(pserver_refuses_a_non_finite_gradient_read_in_its_ring)
 {
+    async_job j;
+    /* fc_0.w_0 (64 x 32, 8 KB) goes through the ring */
     char *csv = pd_test_write("ringjob.csv", "1,1.0\n2,2.0\n3,3.0\n4,4.0\n1,1.0\n2,2.0\n3,3.0\n4,4.0\n"
                                              "1,1.0\n2,2.0\n3,3.0\n4,4.0\n");
     char *text = pd_xasprintf("data { train = '%s' }\n"
@@ -1298,26 +1302,11 @@ static void ring_job_start(async_job *j)
                               "job { pservers = 1, trainers = 1 }\n"
                               "settings { batch_size = 4 }\n",
                               csv);
-    fixture_load(&j->x, "ringjob.lua", text);
+    job_start(&j, "ringjob.lua", text, 4);
     free(text);
     free(csv);
-    j->server = start_server(&j->x.r, &j->port);
-    pd_endpoint ep = {"127.0.0.1", j->port};
-    CHECK(pd_client_connect(&j->c, &j->x.lay, &ep, 1, 0, secret, job, 5) == 0);
-    CHECK_EQ_INT(pd_client_ring_count(&j->c), 1);
-    CHECK(pd_client_init(&j->c, &j->x.net) == 0);
-    pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 4, .passes = 1};
-    CHECK(pd_reader_open(&j->rd, &j->x.r, &o) == 0);
-}
-
-/* A pserver reads a gradient block where it lies in the trainer's ring,
- * and checks it in the copy it takes: an Inf there is refused as over a
- * socket. */
-PD_TEST(pserver_refuses_a_non_finite_gradient_read_in_its_ring)
-{
-    async_job j;
-    ring_job_start(&j);
     pd_client *c = &j.c;
+    CHECK_EQ_INT(pd_client_ring_count(c), 1);
     pd_param *w = pd_net_param(&j.x.net, "fc_0.w_0");
     int k = c->lay->params[c->layout_param[w - j.x.net.params]].first_block;
     static float g[2048];
@@ -1331,9 +1320,9 @@ PD_TEST(pserver_refuses_a_non_finite_gradient_read_in_its_ring)
     pd_frame f;
     CHECK(pd_conn_recv(conn, &f, 5) == 0);
     CHECK_EQ_INT(f.type, PD_MSG_ERROR);
-    char text[600];
-    snprintf(text, sizeof text, "%.*s", (int)PD_MIN(f.len, 500), (char *)f.payload);
-    CHECK_CONTAINS(text, "NaN or Inf for block");
+    char why[600];
+    snprintf(why, sizeof why, "%.*s", (int)PD_MIN(f.len, 500), (char *)f.payload);
+    CHECK_CONTAINS(why, "NaN or Inf for block");
     pd_reader_close(j.rd);
     pd_client_free(c);
     finish_and_reap(&j.x, j.server, j.port, NULL); /* a trainer that finishes, so that the pserver ends */
