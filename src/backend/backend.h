@@ -139,5 +139,9 @@ void pd_blas_threads(int n);
 void pd_blas_quiet(void);
 /* The threads a product is cut among (the recipe's, or OpenBLAS's default). */
 int pd_blas_threads_get(void);
+/* Whether a machine is crowded for the product threads, from the text of
+ * /proc/loadavg (NULL or unreadable: crowded): more threads running, on
+ * average (*ema, updated; 0 at first), than cpus, and one. */
+int pd_cpu_crowded(double *ema, const char *loadavg, int cpus);
 
 #endif

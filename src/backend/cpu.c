@@ -5,14 +5,17 @@
 #include "../core/pd.h"
 
 #include <cblas.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* OpenBLAS extensions (declared in its cblas.h, repeated for clarity) */
 char *openblas_get_corename(void);
@@ -108,15 +111,25 @@ static void small_gemm(int ta, int tb, int m, int n, int k, float alpha, const f
  * to whichever thread takes it first, the caller included (a worker whose
  * core is busy leaves its block to the caller). A block is computed as
  * OpenBLAS would compute it inside the whole product (the same sums over k,
- * in the same order). Workers spin a little before they sleep, as the next
- * product of a step usually follows within microseconds; only a little,
- * since a spinning worker keeps its core from anything else: a pserver on
- * the same host, woken by the trainer, is put on the trainer's own core
- * when the other one is not idle, and delays the step it serves. */
+ * in the same order).
+ *
+ * A sleeping worker costs a product twice: the caller's wake-up call
+ * (about 8 µs on a virtual machine, where it is an interrupt between
+ * cores) and the time the worker takes to start (about 26 µs), while the
+ * next product of a step usually follows within tens of microseconds. So a
+ * worker waits for the next product 20 µs on its core, then up to 100 µs
+ * yielding the core between looks (a pserver or reader woken beside it
+ * runs at once), and only then sleeps. Not on a crowded machine (more
+ * threads want to run than the process has cores, and one): there a
+ * waiting worker takes its share of the cores from the caller, and it
+ * sleeps after 20 µs. The caller, its parts done, waits for the parts the
+ * workers took as long as its own took, and 20 µs more, before it sleeps. */
 
 #define SPLIT_GEMM (1L << 21) /* m * n * k below which one thread does it all */
 #define MAX_THREADS 16
-#define SPIN_NS 20000         /* how long a worker or the caller spins before it sleeps */
+#define SPIN_NS 20000         /* how long a thread waits on its core before it yields it or sleeps */
+#define IDLE_SPIN_NS 100000   /* how long a worker waits, yielding, on a machine with cores to spare */
+#define CROWD_CHECK_NS 20e6   /* how often a worker looks at how crowded the machine is */
 
 #define SPLIT_OPT (1L << 17) /* elements below which one thread runs an optimizer update */
 
@@ -196,24 +209,74 @@ static double now_ns(void)
 }
 
 /* Spin until the int at *word is 0 (is_gen 0), or until the unsigned long
- * at *word differs from old (is_gen 1), for at most SPIN_NS; returns
- * whether it happened. */
-static int spin_for(const void *word, int is_gen, unsigned long old)
+ * at *word differs from old (is_gen 1), for at most ns: the first SPIN_NS
+ * on the core, the rest yielding it between looks. Returns whether it
+ * happened. */
+static int spin_for(const void *word, int is_gen, unsigned long old, double ns)
 {
-    double until = 0;
+    double start = 0;
     for (unsigned i = 0;; i++) {
         if (is_gen ? __atomic_load_n((const unsigned long *)word, __ATOMIC_ACQUIRE) != old
                    : __atomic_load_n((const int *)word, __ATOMIC_ACQUIRE) == 0)
             return 1;
         if ((i & 63) == 0) {
             double t = now_ns();
-            if (until == 0) until = t + SPIN_NS;
-            else if (t > until) return 0;
+            if (start == 0) start = t;
+            else if (t > start + ns) return 0;
+            else if (t > start + SPIN_NS) sched_yield();
         }
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
     }
+}
+
+int pd_cpu_crowded(double *ema, const char *loadavg, int cpus)
+{
+    double load;
+    int running, total;
+    if (!loadavg || sscanf(loadavg, "%lf %lf %lf %d/%d", &load, &load, &load, &running, &total) != 5 ||
+        running < 0) {
+        *ema = 0;
+        return 1;
+    }
+    *ema = *ema <= 0 ? running : 0.75 * *ema + 0.25 * running;
+    return *ema > cpus + 1;
+}
+
+static struct {
+    pthread_mutex_t mu;
+    double next, ema; /* when to look again; the running threads, smoothed */
+    int cpus;         /* the cores this process may use (0: not asked yet) */
+    int crowded;
+} crowd = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 1};
+
+/* Whether the machine is crowded (pd_cpu_crowded), from /proc/loadavg at
+ * most every CROWD_CHECK_NS; the last answer while another worker looks. */
+static int machine_crowded(void)
+{
+    if (pthread_mutex_trylock(&crowd.mu) != 0) return __atomic_load_n(&crowd.crowded, __ATOMIC_RELAXED);
+    double t = now_ns();
+    if (t >= crowd.next) {
+        crowd.next = t + CROWD_CHECK_NS;
+        if (!crowd.cpus) {
+            cpu_set_t cs;
+            crowd.cpus = sched_getaffinity(0, sizeof cs, &cs) == 0 ? PD_MAX(1, CPU_COUNT(&cs)) : 1;
+        }
+        char buf[128];
+        ssize_t n = -1;
+        int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            n = read(fd, buf, sizeof buf - 1);
+            close(fd);
+        }
+        if (n > 0) buf[n] = 0;
+        __atomic_store_n(&crowd.crowded, pd_cpu_crowded(&crowd.ema, n > 0 ? buf : NULL, crowd.cpus),
+                         __ATOMIC_RELAXED);
+    }
+    int c = crowd.crowded;
+    pthread_mutex_unlock(&crowd.mu);
+    return c;
 }
 
 static void *worker(void *arg)
@@ -223,15 +286,18 @@ static void *worker(void *arg)
     unsigned long seen = gp.born[id]; /* products from the next one on are for it */
     pthread_mutex_unlock(&gp.mu);
     for (;;) {
-        int changed = spin_for(&gp.gen, 1, seen);
+        int changed = spin_for(&gp.gen, 1, seen, machine_crowded() ? SPIN_NS : IDLE_SPIN_NS);
         pthread_mutex_lock(&gp.mu);
         while (!changed && gp.gen == seen) pthread_cond_wait(&gp.go, &gp.mu);
         seen = gp.gen;
         pthread_mutex_unlock(&gp.mu);
+        /* the caller checks pending under gp.mu before it sleeps: taking
+         * gp.mu orders this signal after that, and signalling after the
+         * unlock spares the caller waking into a mutex still held */
         if (run_taken(seen)) {
             pthread_mutex_lock(&gp.mu);
-            pthread_cond_signal(&gp.done);
             pthread_mutex_unlock(&gp.mu);
+            pthread_cond_signal(&gp.done);
         }
     }
     return NULL;
@@ -243,6 +309,7 @@ static void pool_after_fork(void)
     pthread_mutex_init(&gp.mu, NULL);
     pthread_cond_init(&gp.go, NULL);
     pthread_cond_init(&gp.done, NULL);
+    pthread_mutex_init(&crowd.mu, NULL);
     gp.nworkers = 0;
     gp.pending = 0;
 }
@@ -346,10 +413,14 @@ static void run_parts(int parts)
     __atomic_store_n(&gp.pending, parts, __ATOMIC_RELEASE);
     __atomic_store_n(&gp.claim, CLAIM(gen, parts, 0), __ATOMIC_RELEASE);
     __atomic_store_n(&gp.gen, gen, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&gp.go);
+    /* gen changed under gp.mu, which a worker holds while it checks it
+     * before it sleeps: woken after the unlock, it takes gp.mu free */
     pthread_mutex_unlock(&gp.mu);
+    pthread_cond_broadcast(&gp.go);
+    double t0 = now_ns();
     run_taken(gen);
-    if (!spin_for(&gp.pending, 0, 0)) {
+    /* the parts left are being run: wait about as long as ours took */
+    if (!spin_for(&gp.pending, 0, 0, SPIN_NS + (now_ns() - t0))) {
         pthread_mutex_lock(&gp.mu);
         while (__atomic_load_n(&gp.pending, __ATOMIC_ACQUIRE) != 0) pthread_cond_wait(&gp.done, &gp.mu);
         pthread_mutex_unlock(&gp.mu);

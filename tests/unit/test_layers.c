@@ -913,6 +913,38 @@ PD_TEST(cpu_gemm_cut_matches_whole)
         }
 }
 
+/* A worker waits long for the next product only while the machine has
+ * cores to spare: /proc/loadavg's running threads, smoothed, against the
+ * process's cores and one; anything unreadable counts as crowded. */
+PD_TEST(cpu_crowded_from_loadavg)
+{
+    double ema = 0;
+    CHECK(!pd_cpu_crowded(&ema, "0.52 0.58 0.59 2/145 4242\n", 2));
+    CHECK(ema == 2);
+    CHECK(!pd_cpu_crowded(&ema, "0.52 0.58 0.59 3/145 4242\n", 2)); /* 2.25: a reader beside main and worker */
+    /* two busy loops beside: crowded once the average passes 3 */
+    int n = 0;
+    while (!pd_cpu_crowded(&ema, "4.00 3.00 2.00 5/150 4300\n", 2)) n++;
+    CHECK(n == 1);
+    CHECK(ema > 3 && ema < 5);
+    /* the loops gone: spare cores again after a few looks */
+    n = 0;
+    while (pd_cpu_crowded(&ema, "1.00 2.00 2.00 2/148 4301\n", 2)) CHECK(++n < 10);
+    CHECK(n >= 1);
+    /* 16 cores: 17 running is not crowded, 18 is */
+    ema = 0;
+    CHECK(!pd_cpu_crowded(&ema, "9 9 9 17/400 1\n", 16));
+    ema = 0;
+    CHECK(pd_cpu_crowded(&ema, "9 9 9 18/400 1\n", 16));
+    /* unreadable or garbled: crowded, and the average starts again */
+    CHECK(pd_cpu_crowded(&ema, NULL, 2));
+    CHECK(ema == 0);
+    CHECK(pd_cpu_crowded(&ema, "", 2));
+    CHECK(pd_cpu_crowded(&ema, "0.1 0.1 0.1 x/3 9", 2));
+    CHECK(pd_cpu_crowded(&ema, "0.1 0.1 0.1 -1/3 9", 2));
+    CHECK(ema == 0);
+}
+
 /* Spins until *stop (a thread that takes a core from the product threads). */
 static void *busy(void *arg)
 {
