@@ -139,9 +139,22 @@ void pd_blas_threads(int n);
 void pd_blas_quiet(void);
 /* The threads a product is cut among (the recipe's, or OpenBLAS's default). */
 int pd_blas_threads_get(void);
-/* Whether a machine is crowded for the product threads, from the text of
- * /proc/loadavg (NULL or unreadable: crowded): more threads running, on
- * average (*ema, updated; 0 at first), than cpus, and one. */
-int pd_cpu_crowded(double *ema, const char *loadavg, int cpus);
+/* Whether a machine is crowded for the product threads: threads wait for
+ * a core a fifth of the time or more (/proc/pressure/cpu, smoothed; where
+ * the kernel has no pressure figures, more threads running than the cores
+ * this process may use, and one, from /proc/loadavg). A worker waits for
+ * the next product on its core, yielding it, only where it is not. What
+ * the backend keeps between looks: */
+typedef struct pd_crowd {
+    double ema;      /* the smoothed share of time stalled, or threads running (< 0: none yet) */
+    double total;    /* the pressure's total stall at the last look, µs */
+    double at;       /* when that was, µs (0: not yet) */
+    int crowded;
+} pd_crowd;
+
+/* One look: the text of /proc/pressure/cpu (or NULL) at time at_us, else
+ * that of /proc/loadavg (or NULL) with the process's cpus; returns
+ * whether crowded (also in c->crowded). Nothing readable: crowded. */
+int pd_crowd_update(pd_crowd *c, const char *pressure, const char *loadavg, int cpus, double at_us);
 
 #endif

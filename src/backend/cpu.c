@@ -119,9 +119,9 @@ static void small_gemm(int ta, int tb, int m, int n, int k, float alpha, const f
  * next product of a step usually follows within tens of microseconds. So a
  * worker waits for the next product 20 µs on its core, then up to 100 µs
  * yielding the core between looks (a pserver or reader woken beside it
- * runs at once), and only then sleeps. Not on a crowded machine (more
- * threads want to run than the process has cores, and one): there a
- * waiting worker takes its share of the cores from the caller, and it
+ * runs at once), and only then sleeps. Not on a crowded machine (threads
+ * wait for a core a fifth of the time or more: backend.h, pd_crowd): there
+ * a waiting worker takes its share of the cores from the caller, and it
  * sleeps after 20 µs. The caller, its parts done, waits for the parts the
  * workers took as long as its own took, and 20 µs more, before it sleeps. */
 
@@ -231,31 +231,75 @@ static int spin_for(const void *word, int is_gen, unsigned long old, double ns)
     }
 }
 
-int pd_cpu_crowded(double *ema, const char *loadavg, int cpus)
+/* The share of the time some thread waited for a core above which the
+ * machine counts as crowded: a trainer alone here makes 0.02 to 0.04 of
+ * it, a trainer and its pserver 0.07 to 0.11, a trainer beside one busy
+ * loop 0.38 and beside two 0.67 (/proc/pressure/cpu). */
+#define CROWD_STALL 0.2
+
+static int crowd_from_pressure(pd_crowd *c, const char *pressure, double at_us)
+{
+    const char *some = strstr(pressure, "some ");
+    const char *t = some ? strstr(some, "total=") : NULL;
+    char *end;
+    double total = t ? strtod(t + 6, &end) : -1;
+    if (!t || end == t + 6 || total < 0) return -1;
+    if (c->at > 0 && at_us > c->at && total >= c->total) {
+        double share = PD_MIN(1.0, (total - c->total) / (at_us - c->at));
+        c->ema = c->ema < 0 ? share : 0.5 * c->ema + 0.5 * share;
+        c->crowded = c->ema > CROWD_STALL;
+    }
+    c->total = total;
+    c->at = at_us;
+    return c->crowded;
+}
+
+static int crowd_from_loadavg(pd_crowd *c, const char *loadavg, int cpus)
 {
     double load;
     int running, total;
-    if (!loadavg || sscanf(loadavg, "%lf %lf %lf %d/%d", &load, &load, &load, &running, &total) != 5 ||
-        running < 0) {
-        *ema = 0;
-        return 1;
+    if (sscanf(loadavg, "%lf %lf %lf %d/%d", &load, &load, &load, &running, &total) != 5 || running < 0)
+        return -1;
+    c->ema = c->ema < 0 ? running : 0.75 * c->ema + 0.25 * running;
+    c->crowded = c->ema > cpus + 1;
+    return c->crowded;
+}
+
+int pd_crowd_update(pd_crowd *c, const char *pressure, const char *loadavg, int cpus, double at_us)
+{
+    if (pressure && crowd_from_pressure(c, pressure, at_us) >= 0) return c->crowded;
+    if (loadavg && crowd_from_loadavg(c, loadavg, cpus) >= 0) return c->crowded;
+    c->ema = -1;
+    c->at = 0;
+    return c->crowded = 1;
+}
+
+/* The text of a small file under /proc in buf, or NULL. */
+static const char *read_small(const char *path, char *buf, size_t size)
+{
+    ssize_t n = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, buf, size - 1);
+        close(fd);
     }
-    *ema = *ema <= 0 ? running : 0.75 * *ema + 0.25 * running;
-    return *ema > cpus + 1;
+    if (n <= 0) return NULL;
+    buf[n] = 0;
+    return buf;
 }
 
 static struct {
     pthread_mutex_t mu;
-    double next, ema; /* when to look again; the running threads, smoothed */
-    int cpus;         /* the cores this process may use (0: not asked yet) */
-    int crowded;
-} crowd = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 1};
+    double next; /* when to look again */
+    int cpus;    /* the cores this process may use (0: not asked yet) */
+    pd_crowd c;
+} crowd = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {.ema = -1, .crowded = 1}};
 
-/* Whether the machine is crowded (pd_cpu_crowded), from /proc/loadavg at
- * most every CROWD_CHECK_NS; the last answer while another worker looks. */
+/* Whether the machine is crowded (backend.h: pd_crowd), looked at most
+ * every CROWD_CHECK_NS; the last answer while another worker looks. */
 static int machine_crowded(void)
 {
-    if (pthread_mutex_trylock(&crowd.mu) != 0) return __atomic_load_n(&crowd.crowded, __ATOMIC_RELAXED);
+    if (pthread_mutex_trylock(&crowd.mu) != 0) return __atomic_load_n(&crowd.c.crowded, __ATOMIC_RELAXED);
     double t = now_ns();
     if (t >= crowd.next) {
         crowd.next = t + CROWD_CHECK_NS;
@@ -263,18 +307,13 @@ static int machine_crowded(void)
             cpu_set_t cs;
             crowd.cpus = sched_getaffinity(0, sizeof cs, &cs) == 0 ? PD_MAX(1, CPU_COUNT(&cs)) : 1;
         }
-        char buf[128];
-        ssize_t n = -1;
-        int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            n = read(fd, buf, sizeof buf - 1);
-            close(fd);
-        }
-        if (n > 0) buf[n] = 0;
-        __atomic_store_n(&crowd.crowded, pd_cpu_crowded(&crowd.ema, n > 0 ? buf : NULL, crowd.cpus),
+        char pbuf[256], lbuf[128];
+        const char *pressure = read_small("/proc/pressure/cpu", pbuf, sizeof pbuf);
+        const char *loadavg = pressure ? NULL : read_small("/proc/loadavg", lbuf, sizeof lbuf);
+        __atomic_store_n(&crowd.c.crowded, pd_crowd_update(&crowd.c, pressure, loadavg, crowd.cpus, t / 1e3),
                          __ATOMIC_RELAXED);
     }
-    int c = crowd.crowded;
+    int c = crowd.c.crowded;
     pthread_mutex_unlock(&crowd.mu);
     return c;
 }

@@ -913,36 +913,47 @@ PD_TEST(cpu_gemm_cut_matches_whole)
         }
 }
 
-/* A worker waits long for the next product only while the machine has
- * cores to spare: /proc/loadavg's running threads, smoothed, against the
- * process's cores and one; anything unreadable counts as crowded. */
-PD_TEST(cpu_crowded_from_loadavg)
+/* A worker waits long for the next product only while the machine is not
+ * crowded: threads stalled for a core under a fifth of the time, from the
+ * growth of /proc/pressure/cpu's total between two looks; without it,
+ * /proc/loadavg's running threads against the process's cores and one;
+ * with neither, crowded. */
+PD_TEST(cpu_crowded_from_pressure_or_loadavg)
 {
-    double ema = 0;
-    CHECK(!pd_cpu_crowded(&ema, "0.52 0.58 0.59 2/145 4242\n", 2));
-    CHECK(ema == 2);
-    CHECK(!pd_cpu_crowded(&ema, "0.52 0.58 0.59 3/145 4242\n", 2)); /* 2.25: a reader beside main and worker */
-    /* two busy loops beside: crowded once the average passes 3 */
+    pd_crowd c = {.ema = -1, .crowded = 1};
+    /* the first look only notes the total */
+    CHECK(pd_crowd_update(&c, "some avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n"
+                              "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", NULL, 2, 5e6));
+    /* 20 ms later, 1 ms more stalled (a trainer alone): not crowded */
+    CHECK(!pd_crowd_update(&c, "some avg10=0.00 avg60=0.00 avg300=0.00 total=1001000\n", NULL, 2, 5.02e6));
+    CHECK(c.ema > 0.049 && c.ema < 0.051);
+    /* busy loops beside: 14 ms of each 20 stalled; crowded at the first look (0.375) */
+    CHECK(pd_crowd_update(&c, "some avg10=5.00 avg60=1.00 avg300=0.00 total=1015000\n", NULL, 2, 5.04e6));
+    CHECK(pd_crowd_update(&c, "some avg10=9.00 avg60=2.00 avg300=0.00 total=1029000\n", NULL, 2, 5.06e6));
+    /* the loops gone: 0.27, then 0.14 */
+    CHECK(pd_crowd_update(&c, "some avg10=9.00 avg60=2.00 avg300=0.00 total=1029100\n", NULL, 2, 5.08e6));
+    CHECK(!pd_crowd_update(&c, "some avg10=9.00 avg60=2.00 avg300=0.00 total=1029200\n", NULL, 2, 5.10e6));
+    /* a total that went back, or no time between looks, changes nothing */
+    CHECK(!pd_crowd_update(&c, "some avg10=0 avg60=0 avg300=0 total=5\n", NULL, 2, 5.12e6));
+    CHECK(!pd_crowd_update(&c, "some avg10=0 avg60=0 avg300=0 total=900000\n", NULL, 2, 5.12e6));
+    /* no pressure figures: /proc/loadavg's running threads, smoothed */
+    pd_crowd l = {.ema = -1, .crowded = 1};
+    CHECK(!pd_crowd_update(&l, NULL, "0.52 0.58 0.59 2/145 4242\n", 2, 1));
+    CHECK(!pd_crowd_update(&l, "garbled", "0.52 0.58 0.59 3/145 4242\n", 2, 2)); /* 2.25 */
     int n = 0;
-    while (!pd_cpu_crowded(&ema, "4.00 3.00 2.00 5/150 4300\n", 2)) n++;
-    CHECK(n == 1);
-    CHECK(ema > 3 && ema < 5);
-    /* the loops gone: spare cores again after a few looks */
-    n = 0;
-    while (pd_cpu_crowded(&ema, "1.00 2.00 2.00 2/148 4301\n", 2)) CHECK(++n < 10);
-    CHECK(n >= 1);
-    /* 16 cores: 17 running is not crowded, 18 is */
-    ema = 0;
-    CHECK(!pd_cpu_crowded(&ema, "9 9 9 17/400 1\n", 16));
-    ema = 0;
-    CHECK(pd_cpu_crowded(&ema, "9 9 9 18/400 1\n", 16));
-    /* unreadable or garbled: crowded, and the average starts again */
-    CHECK(pd_cpu_crowded(&ema, NULL, 2));
-    CHECK(ema == 0);
-    CHECK(pd_cpu_crowded(&ema, "", 2));
-    CHECK(pd_cpu_crowded(&ema, "0.1 0.1 0.1 x/3 9", 2));
-    CHECK(pd_cpu_crowded(&ema, "0.1 0.1 0.1 -1/3 9", 2));
-    CHECK(ema == 0);
+    while (!pd_crowd_update(&l, NULL, "4.00 3.00 2.00 5/150 4300\n", 2, 3)) n++;
+    CHECK(n == 1); /* 2.94, then 3.45 */
+    pd_crowd w = {.ema = -1, .crowded = 1};
+    CHECK(!pd_crowd_update(&w, NULL, "9 9 9 17/400 1\n", 16, 1)); /* 16 cores: 17 running is not crowded */
+    pd_crowd x = {.ema = -1, .crowded = 0};
+    CHECK(pd_crowd_update(&x, NULL, "9 9 9 18/400 1\n", 16, 1));
+    /* nothing readable, or nothing parsable: crowded, and the figures start again */
+    CHECK(pd_crowd_update(&c, NULL, NULL, 2, 6e6));
+    CHECK(c.ema < 0 && c.at == 0);
+    pd_crowd y = {.ema = -1, .crowded = 0};
+    CHECK(pd_crowd_update(&y, "some total=", "0.1 0.1 0.1 x/3 9", 2, 1));
+    y.crowded = 0;
+    CHECK(pd_crowd_update(&y, "full avg10=0 total=7", "0.1 0.1 0.1 -1/3 9", 2, 1));
 }
 
 /* Spins until *stop (a thread that takes a core from the product threads). */
