@@ -211,7 +211,7 @@ static int trainer_run(const pd_recipe *r, const bench_case *bc, int port, int i
     }
     fill_gradients(&net);
     if (bc->m->floats == 0) make_batch(&b);
-    if ((rc = pd_client_connect(&c, &lay, &ep, 1, id, secret, job, 60)) == 0) {
+    if ((rc = pd_client_connect(&c, &lay, &ep, 1, id, secret, job, 60, NULL)) == 0) {
         if ((rc = pd_client_init(&c, &net)) == 0) rc = trainer_steps(&c, &net, &b, bc, id, rep_fd, go_fd);
         if (rc == 0) pd_client_finish(&c);
         pd_client_free(&c);

@@ -104,7 +104,7 @@ static double pserver_rate(pd_recipe *r, int unix_sockets, int shared_memory, in
     pd_net_build(&net, r, &pd_backend_cpu, 1);
     pd_client c;
     double rate = 0, secs = 1e30;
-    int connected = pd_client_connect(&c, &lay, &ep, 1, 0, secret, job, 30) == 0;
+    int connected = pd_client_connect(&c, &lay, &ep, 1, 0, secret, job, 30, NULL) == 0;
     int rc = connected ? pd_client_init(&c, &net) : -1;
     if (rc >= 0) rc = pd_client_step(&c, &net); /* a warm-up step */
     for (int round = 0; rc >= 0 && round < 3; round++) {

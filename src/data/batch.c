@@ -2,6 +2,7 @@
 #include "batch.h"
 #include "../core/pd.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,4 +125,11 @@ void pd_batch_append(pd_batch *dst, const pd_batch *src, int i)
         }
     }
     dst->n = n + 1;
+}
+
+int pd_data_open_error(const char *path)
+{
+    if (errno == EINTR)
+        return pd_err_set(PD_EINTR, "interrupted while opening data file %s (a FIFO no one writes to yet?)", path);
+    return pd_err_set(PD_ENOENT, "cannot open data file %s: %s", path, strerror(errno));
 }

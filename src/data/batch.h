@@ -47,4 +47,9 @@ void pd_slot_push_ids(pd_slot *s, int n, const int32_t *ids, int nids);
 void pd_slot_push_key(pd_slot *s, int n, uint64_t key);
 void pd_slot_push_keys(pd_slot *s, int n, const uint64_t *keys, int nkeys);
 
+/* The error of a data file fopen could not open (errno as it left it): a
+ * signal that came while a FIFO waited for its writer is named as such.
+ * Returns the error code (pd_err_set). */
+int pd_data_open_error(const char *path);
+
 #endif

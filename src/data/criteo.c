@@ -283,7 +283,7 @@ static int next_line(FILE *f, char *buf, size_t cap)
 int pd_criteo_read_file(const pd_criteo *c, const char *file, pd_batch *stage, const pd_criteo_sink *sink)
 {
     FILE *f = fopen(file, "r");
-    if (!f) return pd_err_set(PD_ENOENT, "cannot open data file %s: %s", file, strerror(errno));
+    if (!f) return pd_data_open_error(file);
     char *buf = pd_xmalloc(PD_CRITEO_MAX_LINE);
     long lineno = 0;
     int labelled = -1, rc = 0, got;

@@ -621,7 +621,7 @@ static int read_table_file(pd_reader *rd, const char *file)
 {
     FILE *f = fopen(file, "r");
     if (!f) {
-        pd_err_set(PD_ENOENT, "cannot open data file %s: %s", file, strerror(errno));
+        pd_data_open_error(file);
         return -1;
     }
     char *line = NULL;
@@ -778,7 +778,7 @@ static void *reader_main(void *arg)
 static int check_data_file(const char *path)
 {
     FILE *f = fopen(path, "r");
-    if (!f) return pd_err_set(PD_ENOENT, "cannot open data file %s: %s", path, strerror(errno));
+    if (!f) return pd_data_open_error(path);
     struct stat st;
     int rc = fstat(fileno(f), &st);
     fclose(f);

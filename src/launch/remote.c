@@ -19,6 +19,7 @@
 #include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,7 @@ struct deploy {
     pd_ssh_opts sopts;
     int resume;             /* the roles start from the last checkpoint (--resume) */
     double reconnect_until; /* a restart: retry a node that cannot be reached until then */
+    int deploying;          /* deploy_all's threads run: a signal cancels their SSH waits */
 };
 
 /* --- the workspace ------------------------------------------------------- */
@@ -769,12 +771,22 @@ static char *plan_endpoints(const pd_recipe *r, const pd_plan *plan)
     return eps;
 }
 
+/* pd_ssh_opts.cancelled: Ctrl+C (or SIGTERM, SIGHUP) while the nodes are
+ * deployed ends every connection's wait at once, not at its timeout. */
+static int deploy_cancelled(void *ctx)
+{
+    const deploy *d = ctx;
+    return d->deploying && pd_sup_signalled();
+}
+
 /* Deploy every node in parallel and hand each agent's channel to the
- * supervisor. Returns 0, or 1 after stopping what started (said). */
+ * supervisor. Returns 0, or after stopping what started (said) 130 when a
+ * signal came, 1 when a node failed. */
 static int deploy_all(deploy *d, node *nodes, int nn, pd_sup *sup, double t0)
 {
     pthread_t *th = pd_xcalloc((size_t)nn, sizeof *th);
     void **args = pd_xcalloc((size_t)nn * 2, sizeof *args);
+    d->deploying = 1;
     for (int i = 0; i < nn; i++) {
         nodes[i].index = i;
         nodes[i].h = &d->r->hosts[i];
@@ -784,12 +796,13 @@ static int deploy_all(deploy *d, node *nodes, int nn, pd_sup *sup, double t0)
         pthread_create(&th[i], NULL, deploy_node, &args[2 * i]);
     }
     for (int i = 0; i < nn; i++) pthread_join(th[i], NULL);
+    d->deploying = 0;
     free(th);
     free(args);
-    int bad = 0, copied = 0, sent = 0, cached = 0;
+    int sig = pd_sup_signalled(), bad = sig != 0, copied = 0, sent = 0, cached = 0;
     for (int i = 0; i < nn; i++) {
         node *n = &nodes[i];
-        if (n->err) fprintf(stderr, "paddle: %s\n", n->err);
+        if (n->err && !sig) fprintf(stderr, "paddle: %s\n", n->err);
         bad |= n->err != NULL;
         if (!n->chan) continue;
         int m = pd_sup_add_node(sup, n->h->host, n->ssh, n->chan, take_line, n);
@@ -801,8 +814,12 @@ static int deploy_all(deploy *d, node *nodes, int nn, pd_sup *sup, double t0)
     }
     if (bad) {
         pd_sup_stop_all(sup);
-        fprintf(stderr, "paddle: deployment failed; nothing is left running\n");
-        return 1;
+        if (sig)
+            fprintf(stderr, "paddle: %s while deploying; nothing is left running\n",
+                    sig == SIGINT ? "interrupted (Ctrl+C)" : sig == SIGTERM ? "terminated (SIGTERM)" : strsignal(sig));
+        else
+            fprintf(stderr, "paddle: deployment failed; nothing is left running\n");
+        return sig ? 130 : 1;
     }
     for (int i = 0; i < nn; i++) printf("paddle: node %d %s: job directory %s\n", i, nodes[i].h->spec, nodes[i].job);
     printf("paddle: every node started in %.2f s (binary copied to %d of %d nodes; workspace: %d files sent, "
@@ -902,6 +919,8 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     d->sopts.known_hosts = r->known_hosts;
     d->sopts.accept_new = o->accept_new;
     d->sopts.timeout = r->connect_timeout;
+    d->sopts.cancelled = deploy_cancelled;
+    d->sopts.cancel_ctx = d;
     printf("paddle: job %s on %d host%s: %d pserver%s, %d trainer%s; job directory %s%s\n", r->path, nn,
            nn > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "",
            d->job_dir, o->resume ? " (resumed from its last checkpoint)" : "");
@@ -918,7 +937,8 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     pd_sup_set_progress(sup, &board);
     /* a restart (PD_SUP_RESTART): every node again, in the same job
      * directory, its roles from the last checkpoint */
-    while (deploy_all(d, nodes, nn, sup, t0) == 0) {
+    int deployed;
+    while ((deployed = deploy_all(d, nodes, nn, sup, t0)) == 0) {
         if ((status = pd_sup_run(sup)) != PD_SUP_RESTART)
             pd_progress_end(&board, !board.live ? NULL : status == 0 ? "job done" : status == 130 ? "stopped" : "failed");
         if (status == 0) finish(d, nodes, nn, t0);
@@ -928,6 +948,7 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
         d->resume = 1;
         d->reconnect_until = pd_now() + RECONNECT_WAIT;
     }
+    if (deployed == 130) status = 130;
 out:
     pd_progress_end(&board, NULL);
     pd_progress_free(&board);

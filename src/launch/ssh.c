@@ -66,6 +66,8 @@ struct pd_ssh {
     int secure;             /* the handshake is done */
     unsigned tmp_seq;       /* for temporary upload names */
     pd_ssh_chan *chans;     /* open channels, freed with the session */
+    int (*cancelled)(void *ctx); /* pd_ssh_opts' */
+    void *cancel_ctx;
 };
 
 struct pd_ssh_chan {
@@ -114,8 +116,19 @@ static void lib_init(void)
 /* Record "ssh user@host:port: message" and return code. */
 static int fail(const pd_ssh *s, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* How long a wait blocks before it looks again whether it was cancelled. */
+#define CANCEL_LOOK 0.1
+
+static int cancelled(const pd_ssh *s)
+{
+    return s->cancelled && s->cancelled(s->cancel_ctx);
+}
+
+/* A cancelled session's every failure is the interruption (a wait that gave
+ * up early would otherwise read as a timeout). */
 static int fail(const pd_ssh *s, int code, const char *fmt, ...)
 {
+    if (cancelled(s)) return pd_err_set(PD_EINTR, "ssh %s: interrupted", s->name);
     char buf[900];
     va_list ap;
     va_start(ap, fmt);
@@ -151,14 +164,15 @@ static const char *short_cmd(const char *cmd, char *buf, size_t n)
 }
 
 /* Wait until the socket is ready for what libssh2 waits on, or the
- * deadline. Returns 0, or -1 once the deadline has passed. */
+ * deadline. Returns 0, or -1 once the deadline has passed or the session
+ * was cancelled. */
 static int wait_io(pd_ssh *s, double deadline)
 {
     for (;;) {
         double left = deadline - pd_now();
-        if (left <= 0) return -1;
+        if (left <= 0 || cancelled(s)) return -1;
         struct pollfd p = {.fd = s->fd, .events = (short)pd_ssh_events(s)};
-        int ms = (int)(left * 1000) + 1;
+        int ms = (int)(PD_MIN(left, CANCEL_LOOK) * 1000) + 1;
         int n = poll(&p, 1, ms);
         if (n > 0) return 0;
         if (n < 0 && errno != EINTR) return 0;  /* let libssh2 see the error */
@@ -716,8 +730,8 @@ static int resolve(pd_ssh *s, double deadline, struct addrinfo **res)
     pthread_attr_destroy(&attr);
     pthread_mutex_lock(&l->mu);
     while (!l->done) {
-        double left = deadline - pd_now();
-        if (left <= 0) break;
+        double left = PD_MIN(deadline - pd_now(), CANCEL_LOOK);
+        if (left <= 0 || cancelled(s)) break;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         double until = (double)ts.tv_sec + ts.tv_nsec / 1e9 + left;
@@ -760,11 +774,11 @@ static int tcp_connect(pd_ssh *s, double deadline)
         for (;;) {
             struct pollfd p = {.fd = fd, .events = POLLOUT};
             double left = deadline - pd_now();
-            if (left <= 0) {
+            if (left <= 0 || cancelled(s)) {
                 timed_out = 1;
                 break;
             }
-            int n = poll(&p, 1, (int)(left * 1000) + 1);
+            int n = poll(&p, 1, (int)(PD_MIN(left, CANCEL_LOOK) * 1000) + 1);
             if (n > 0) break;
             if (n < 0 && errno != EINTR) break;
         }
@@ -1031,6 +1045,8 @@ int pd_ssh_connect(pd_ssh **out, const pd_host *h, const pd_ssh_opts *o)
     pd_ssh *s = pd_xcalloc(1, sizeof *s);
     s->fd = -1;
     s->timeout = o->timeout > 0 ? o->timeout : DEFAULT_TIMEOUT;
+    s->cancelled = o->cancelled;
+    s->cancel_ctx = o->cancel_ctx;
     s->port = h->port > 0 ? h->port : 22;
     s->host = pd_xstrdup(h->host ? h->host : "");
     if (h->user && *h->user) {

@@ -47,6 +47,10 @@ typedef struct pd_ssh_opts {     /* paths may start with ~/ */
                                 trusted and appended to known_hosts (OpenSSH's
                                 accept-new); a changed key is refused anyway */
     double timeout;          /* seconds; <= 0: 10 */
+    /* when set and it returns nonzero (Ctrl+C), every wait of the session
+     * gives up within 0.1 s and the call fails with PD_EINTR */
+    int (*cancelled)(void *ctx);
+    void *cancel_ctx;
 } pd_ssh_opts;
 
 typedef struct pd_ssh pd_ssh;           /* one connected, authenticated session */

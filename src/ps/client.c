@@ -145,7 +145,7 @@ static int offer_rings(pd_client *c, pd_conn *k, int server)
 static void *place_values(void *ctx, const pd_frame *h);
 
 int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps, int np, int trainer,
-                      const uint8_t *secret, const uint8_t *job, double timeout)
+                      const uint8_t *secret, const uint8_t *job, double timeout, volatile int *stop)
 {
     memset(c, 0, sizeof *c);
     c->lay = lay;
@@ -186,6 +186,11 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
             if ((rc = offer_rings(c, &c->conns[i], i / c->nper)) < 0) goto err;
         }
         if (nmissing == 0) break;
+        if (stop && *stop) {
+            rc = pd_err_set(PD_EINTR, "stopped on a signal while waiting for the pservers: not ready endpoints: [%s]",
+                            missing);
+            goto err;
+        }
         if (pd_now() - start > timeout) {
             rc = pd_err_set(PD_ETIMEDOUT, "pservers not reachable after %.0f s: not ready endpoints: [%s]", timeout,
                             missing);

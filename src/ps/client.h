@@ -2,7 +2,7 @@
  * client.h - a trainer's connections to the pservers.
  *
  *     pd_client c;
- *     pd_client_connect(&c, &layout, endpoints, np, trainer_id, secret, job, timeout);
+ *     pd_client_connect(&c, &layout, endpoints, np, trainer_id, secret, job, timeout, &stop_flag);
  *     pd_client_init(&c, &net);             // trainer 0 seeds the pservers; all pull
  *     for each batch:
  *         pd_net_bind(&net, batch);
@@ -88,8 +88,10 @@ typedef struct pd_client {
 /* Parse "host:port,host:port" (or "host" with default_port). */
 int pd_endpoints_parse(const char *spec, int default_port, pd_endpoint **eps, int *n);
 
+/* Connect to every pserver, retrying those not up yet until timeout seconds
+ * have passed or *stop is set (a signal; stop may be NULL). */
 int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps, int np, int trainer,
-                      const uint8_t *secret, const uint8_t *job, double timeout);
+                      const uint8_t *secret, const uint8_t *job, double timeout, volatile int *stop);
 /* How many of the pservers this client reaches over their Unix sockets
  * (those of its own host, docs/protocol.md). */
 int pd_client_unix_count(const pd_client *c);

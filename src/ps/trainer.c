@@ -147,7 +147,7 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
     PD_INFO("trainer %d of %d: connecting to %d pserver%s", o->id, o->ntrainers, o->npservers,
             o->npservers > 1 ? "s" : "");
     if ((rc = pd_client_connect(&cl, lay, o->pservers, o->npservers, o->id, o->secret, o->job,
-                                r->server_timeout)) < 0)
+                                r->server_timeout, o->stop)) < 0)
         return rc;
     if (r->heartbeat_timeout > 0) cl.hb_timeout = r->heartbeat_timeout;
     int local = pd_client_unix_count(&cl);

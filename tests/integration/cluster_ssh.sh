@@ -177,6 +177,34 @@ if [ $rc -ne 0 ] && grep -q '127.0.0.9' <<<"$out" && grep -q 'nothing is left ru
 else
     fail unreachable_host_named "rc $rc: $(tail -n 3 <<<"$out")"
 fi
+# Ctrl+C while a host that accepts but never speaks holds the SSH handshake:
+# the launcher stops at once (not at connect_timeout), says so, exits 130
+silent=$(sshd_free_port)
+timeout 60 /usr/bin/python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.9", int(sys.argv[1]))); s.listen(4); print("up", flush=True)
+c = s.accept(); time.sleep(60)' "$silent" >silent.out 2>&1 &
+silent_pid=$!
+for _ in $(seq 50); do grep -q up silent.out 2>/dev/null && break; sleep 0.1; done
+sed -e "s|127.0.0.3:${SSHD_PORT[3]}|127.0.0.9:$silent|" -e 's|use_agent = false,|use_agent = false, connect_timeout = 30,|' \
+    ws/job.lua >ws/silent.lua
+"$PADDLE" run ws/silent.lua --passes=1 >silent_run.out 2>&1 &
+run_pid=$!
+sleep 1.5
+start=$SECONDS
+kill -INT $run_pid
+for _ in $(seq 100); do kill -0 $run_pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $run_pid 2>/dev/null && { kill -9 $run_pid; echo "still running 10 s after SIGINT" >>silent_run.out; }
+wait $run_pid; rc=$?
+kill $silent_pid 2>/dev/null; wait $silent_pid 2>/dev/null
+if [ $rc -eq 130 ] && [ $((SECONDS - start)) -le 3 ] &&
+   grep -q 'interrupted (Ctrl+C) while deploying; nothing is left running' silent_run.out &&
+   ! grep -q 'timed out' silent_run.out; then
+    pass ctrl_c_during_ssh_handshake
+else
+    fail ctrl_c_during_ssh_handshake "rc $rc after $((SECONDS - start)) s: $(tail -n 3 silent_run.out)"
+fi
+check no_leftovers_after_ctrl_c_during_handshake no_leftovers
 # a root_dir that cannot be written: the host is named, nothing is started
 sed 's|root_dir = "\$PADDLE_NODE_ROOT"|root_dir = "/proc/paddle-cannot-write-here"|' ws/job.lua >ws/readonly.lua
 run_capture "$PADDLE" run ws/readonly.lua --passes=1

@@ -14,15 +14,19 @@ stop_case() {
     local name=$1 sig=$2 line=$3 writer= pid t0 rc
     rm -f d.csv && mkfifo d.csv
     if [ "$line" = 1 ]; then
-        # a writer that sends one line, then holds the FIFO open in silence
-        (exec 3>d.csv; echo "1,2,3" >&3; sleep 30) &
+        # a writer that sends one line once paddle reads, then holds the
+        # FIFO open in silence
+        (exec 3>d.csv; sleep 0.3; echo "1,2,3" >&3; sleep 30) &
         writer=$!
     fi
     "$PADDLE" train r.lua --save_dir=out_$name >$name.log 2>&1 &
     pid=$!
     sleep 1
     t0=$(date +%s.%N)
-    kill -"$sig" "$pid"
+    if ! kill -"$sig" "$pid" 2>/dev/null; then
+        wait "$pid"
+        fail "$name" "ended before the signal (exit $?): $(tail -n 2 $name.log)"
+    else
     for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null; then
         kill -9 "$pid"; wait "$pid" 2>/dev/null
@@ -30,11 +34,13 @@ stop_case() {
     else
         wait "$pid"; rc=$?
         secs=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
-        if [ "$rc" -ne 0 ] && [ ! -e "out_$name" ] && awk -v s="$secs" 'BEGIN { exit !(s < 2) }'; then
+        if [ "$rc" -ne 0 ] && [ ! -e "out_$name" ] && awk -v s="$secs" 'BEGIN { exit !(s < 2) }' &&
+           grep -q 'interrupted' "$name.log"; then
             pass "$name"; echo "$name: exit $rc after $secs s"
         else
             fail "$name" "exit $rc after $secs s, out_$name $( [ -e out_$name ] && echo exists): $(tail -n 2 $name.log)"
         fi
+    fi
     fi
     [ -n "$writer" ] && { kill "$writer" 2>/dev/null; wait "$writer" 2>/dev/null; }
     rm -f d.csv
@@ -42,3 +48,28 @@ stop_case() {
 stop_case sigint_while_opening INT 0
 stop_case sigint_while_reading INT 1
 stop_case sigterm_while_reading TERM 1
+
+# a trainer whose pservers never come up stops on SIGTERM at once, naming
+# them (not after server_timeout, 120 s)
+echo "1,2,3" >d.csv
+port=$(free_port_pair)
+PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') \
+    "$PADDLE" trainer r.lua --pservers=127.0.0.1:"$port" --trainer_id=0 --save_dir=out_wait >wait.log 2>&1 &
+pid=$!
+sleep 1
+t0=$(date +%s.%N)
+kill -TERM "$pid"
+for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid"; wait "$pid" 2>/dev/null
+    fail sigterm_while_waiting_for_pservers "still running 4 s after SIGTERM: $(tail -n 2 wait.log)"
+else
+    wait "$pid"; rc=$?
+    secs=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+    if [ "$rc" -ne 0 ] && grep -q "stopped on a signal while waiting for the pservers: not ready endpoints: \[127.0.0.1:$port" wait.log &&
+       awk -v s="$secs" 'BEGIN { exit !(s < 2) }'; then
+        pass sigterm_while_waiting_for_pservers
+    else
+        fail sigterm_while_waiting_for_pservers "exit $rc after $secs s: $(tail -n 2 wait.log)"
+    fi
+fi

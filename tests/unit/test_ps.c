@@ -229,7 +229,7 @@ PD_TEST(pserver_survives_bad_peers)
     pd_client bad;
     uint8_t wrong[PD_SECRET];
     memset(wrong, 9, sizeof wrong);
-    CHECK(pd_client_connect(&bad, &lay, &ep, 1, 0, wrong, job, 5) < 0);
+    CHECK(pd_client_connect(&bad, &lay, &ep, 1, 0, wrong, job, 5, NULL) < 0);
     CHECK_CONTAINS(pd_err_msg(), "secret");
     /* one that ignores the server's proof and answers with a wrong one is
      * refused by the server, and its push never applied */
@@ -266,7 +266,7 @@ PD_TEST(pserver_survives_bad_peers)
     float before[8];
     memcpy(before, w->w, sizeof before);
     pd_client good;
-    CHECK(pd_client_connect(&good, &lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_connect(&good, &lay, &ep, 1, 0, secret, job, 5, NULL) == 0);
     CHECK(pd_client_init(&good, &net) == 0);
     memset(w->w, 0, sizeof before);
     CHECK(pd_client_fetch_all(&good, &net) == 0);
@@ -424,7 +424,7 @@ static void finish_and_reap(fixture *x, pid_t server, int port, pd_client *good)
     pd_client own;
     if (!good) {
         pd_endpoint ep = {"127.0.0.1", port};
-        CHECK(pd_client_connect(&own, &x->lay, &ep, 1, 0, secret, job, 5) == 0);
+        CHECK(pd_client_connect(&own, &x->lay, &ep, 1, 0, secret, job, 5, NULL) == 0);
         CHECK(pd_client_init(&own, &x->net) == 0);
         good = &own;
     }
@@ -739,7 +739,7 @@ PD_TEST(client_handshakes_each_pserver_as_it_connects)
     pid_t trainer = fork();
     if (trainer == 0) {
         pd_client c;
-        if (pd_client_connect(&c, &x.lay, eps, 2, 0, secret, job, 20) < 0) {
+        if (pd_client_connect(&c, &x.lay, eps, 2, 0, secret, job, 20, NULL) < 0) {
             fprintf(stderr, "connect: %s\n", pd_err_msg());
             _exit(1);
         }
@@ -852,7 +852,7 @@ PD_TEST(client_reaches_a_pserver_of_its_host_over_its_unix_socket)
         x.lay.shared_memory = cases[i].shm;
         pd_endpoint ep = {"127.0.0.1", port};
         pd_client c;
-        CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 20) == 0);
+        CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 20, NULL) == 0);
         for (int k = 0; k < c.nper; k++) {
             struct sockaddr_storage peer;
             socklen_t len = sizeof peer;
@@ -878,7 +878,7 @@ PD_TEST(pserver_refuses_a_ring_offer_without_memory_and_serves_on)
     x.lay.shared_memory = 0; /* no offer of its own at connect */
     pd_endpoint ep = {"127.0.0.1", port};
     pd_client c;
-    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 20) == 0);
+    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 20, NULL) == 0);
     pd_conn *k = &c.conns[0];
     CHECK(k->rings == NULL);
     CHECK(pd_conn_queue(k, PD_MSG_RING, PD_RING_SIZE, 0, NULL, 0, NULL, 0) == 0);
@@ -989,7 +989,7 @@ PD_TEST(pserver_refuses_duplicate_rows_and_non_finite_gradients)
     pid_t server = start_server(&x.r, &port);
     pd_endpoint ep = {"127.0.0.1", port};
     pd_client good;
-    CHECK(pd_client_connect(&good, &x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_connect(&good, &x.lay, &ep, 1, 0, secret, job, 5, NULL) == 0);
     CHECK(pd_client_init(&good, &x.net) == 0);
     pd_param *e = pd_net_param(&x.net, "embedding_0.w_0");
     pd_param *w = pd_net_param(&x.net, "fc_0.w_0");
@@ -1040,7 +1040,7 @@ PD_TEST(pserver_relays_the_early_stop_decision)
     pid_t server = start_server(&x.r, &port);
     pd_endpoint ep = {"127.0.0.1", port};
     pd_client good;
-    CHECK(pd_client_connect(&good, &x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_connect(&good, &x.lay, &ep, 1, 0, secret, job, 5, NULL) == 0);
     CHECK(pd_client_init(&good, &x.net) == 0);
     int stop = -1;
     CHECK(pd_client_decide(&good, 0, 0, &stop) == 0);
@@ -1064,7 +1064,7 @@ PD_TEST(client_fetches_a_table_larger_than_a_frame_in_chunks)
     pid_t server = start_server(&x.r, &port);
     pd_endpoint ep = {"127.0.0.1", port};
     pd_client good;
-    CHECK(pd_client_connect(&good, &x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_connect(&good, &x.lay, &ep, 1, 0, secret, job, 5, NULL) == 0);
     for (int i = 0; i < good.np * good.nper; i++) good.conns[i].max_frame = 4096;
     CHECK(pd_client_init(&good, &x.net) == 0);
     pd_param *e = pd_net_param(&x.net, "embedding_0.w_0");
@@ -1114,7 +1114,7 @@ static void job_start(async_job *j, const char *lua, const char *text, int batch
     fixture_load(&j->x, lua, text);
     j->server = start_server(&j->x.r, &j->port);
     pd_endpoint ep = {"127.0.0.1", j->port};
-    CHECK(pd_client_connect(&j->c, &j->x.lay, &ep, 1, 0, secret, job, 5) == 0);
+    CHECK(pd_client_connect(&j->c, &j->x.lay, &ep, 1, 0, secret, job, 5, NULL) == 0);
     CHECK(pd_client_init(&j->c, &j->x.net) == 0);
     pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = batch, .passes = 1};
     CHECK(pd_reader_open(&j->rd, &j->x.r, &o) == 0);
@@ -1436,7 +1436,7 @@ static void *late_trainer_run(void *arg)
     pd_client c;
     pd_reader *rd;
     pd_reader_opts o = {.part = PD_PART_TRAIN, .nshares = 1, .batch_size = 1, .passes = 1};
-    int rc = pd_client_connect(&c, &y.lay, &ep, 1, 1, secret, job, 10);
+    int rc = pd_client_connect(&c, &y.lay, &ep, 1, 1, secret, job, 10, NULL);
     if (rc == 0) rc = pd_client_init(&c, &y.net);
     if (rc == 0) rc = pd_reader_open(&rd, &y.r, &o);
     if (rc < 0) {
@@ -1490,7 +1490,7 @@ static void sync_pull_waits_for_the_barrier(int early)
     pid_t server = start_server_env(&x.r, &port, &env);
     pd_endpoint ep = {"127.0.0.1", port};
     pd_client c;
-    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 10) == 0);
+    CHECK(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 10, NULL) == 0);
     CHECK(pd_client_init(&c, &x.net) == 0);
     if (early) {
         /* the pserver is on this host: sent to early only when told so */
