@@ -1024,5 +1024,11 @@ int main(int argc, char **argv)
         print_commands(stderr);
         return 2;
     }
+    /* paddle COMMAND ... --help: that command's help, whatever else is there */
+    for (int i = 2; i < argc && c->run != cmd_help; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            char *help[] = {"help", (char *)c->name, NULL};
+            return cmd_help(2, help);
+        }
     return c->run(argc - 1, argv + 1);
 }

@@ -73,9 +73,14 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
             if (c->noverrides >= PD_CLI_MAX) goto too_many;
             c->overrides[c->noverrides].key = pd_xasprintf("%.*s", (int)len, name);
             c->overrides[c->noverrides++].value = pd_xstrdup(value);
+        } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 && c->npos >= minpos) {
+            /* --passes 5: a recipe setting with its value after a space */
+            fprintf(stderr, "paddle %s: unknown option '%s'; a recipe setting takes its value after '=': --%s=%s\n",
+                    cmd, a, name, argv[i + 1]);
+            goto usage;
         } else {
-            fprintf(stderr, "paddle %s: unknown option '%s' (recipe settings take a value: --%s=VALUE)\n", cmd,
-                    a, name);
+            fprintf(stderr, "paddle %s: unknown option '%s' (a recipe setting takes a value: --NAME=VALUE)\n", cmd,
+                    a);
             goto usage;
         }
     }

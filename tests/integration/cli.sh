@@ -62,6 +62,22 @@ else
     fail unknown-flag "exit $rc: $out"
 fi
 
+# COMMAND --help (or -h), wherever it stands: that command's help, exit 0
+for c in run gen version check; do
+    run_capture "$PADDLE" $c recipes/none.lua --help
+    if [ "$rc" -eq 0 ] && [[ "$out" == *"usage: paddle $c"* ]]; then pass help-flag-$c; else fail help-flag-$c "exit $rc: $out"; fi
+done
+run_capture "$PADDLE" train -h
+if [ "$rc" -eq 0 ] && [[ "$out" == *"usage: paddle train RECIPE"* ]]; then pass help-flag-short; else fail help-flag-short "exit $rc: $out"; fi
+
+# a recipe setting given with a space instead of '=': the fix is named
+run_capture "$PADDLE" check x.lua --passes 5
+if [ "$rc" -eq 2 ] && [[ "$out" == *"a recipe setting takes its value after '=': --passes=5"* ]]; then
+    pass setting-without-equals
+else
+    fail setting-without-equals "exit $rc: $out"
+fi
+
 run_capture "$PADDLE" check
 if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle check: missing argument"* ]]; then pass check-no-recipe; else fail check-no-recipe "exit $rc: $out"; fi
 
