@@ -441,6 +441,11 @@ static int cmd_predict(int argc, char **argv)
         fprintf(stderr, "paddle predict: --part must be all, train or test, got '%s'\n", part);
         rc = 2;
     } else if ((rc = load_recipe(&r, &cli)) == 0) {
+        /* --input as the shell names it, from here; one that is not here
+         * is looked for beside the recipe, as its data files are */
+        char *here = NULL, cwd[4096];
+        if (o.input[0] != '/' && access(o.input, F_OK) == 0 && getcwd(cwd, sizeof cwd))
+            o.input = here = pd_xasprintf("%s/%s", cwd, o.input);
         o.out = output ? fopen(output, "w") : stdout;
         o.metrics = pd_xcalloc((size_t)r.nmetrics + 1, sizeof *o.metrics);
         if (!o.out) {
@@ -459,6 +464,7 @@ static int cmd_predict(int argc, char **argv)
             rc = 1;
         }
         free(o.metrics);
+        free(here);
         pd_recipe_free(&r);
     }
     pd_cli_free(&cli);
@@ -918,13 +924,14 @@ static const command commands[] = {
     {"predict", cmd_predict, "RECIPE --model DIR --input FILE [--output FILE] [--part all|train|test]",
      "Write a saved model's predictions over a data file, one CSV line per sample.",
      "Builds the recipe's model, loads DIR (SAVE_DIR/pass-NNNNN or SAVE_DIR/best),\n"
-     "reads FILE with the recipe's data format and runs the layers its `predict`\n"
-     "layer depends on. Each line holds the sample's ids where the format has them\n"
-     "(movielens: user_id, movie_id), then the prediction's values; to --output or\n"
-     "stdout. Labels are optional (csv rows may lack the label columns); when every\n"
-     "sample has them, the test cost and metrics over FILE go to stderr. --part:\n"
-     "all of FILE (default), or the part the recipe trains or tests on (uci_housing\n"
-     "and movielens hold a test part out of one file).\n"},
+     "reads FILE (from here, or else beside the recipe) with the recipe's data\n"
+     "format and runs the layers its `predict` layer depends on. Each line holds\n"
+     "the sample's ids where the format has them (movielens: user_id, movie_id),\n"
+     "then the prediction's values; to --output or stdout. Labels are optional\n"
+     "(csv rows may lack the label columns); when every sample has them, the test\n"
+     "cost and metrics over FILE go to stderr. --part: all of FILE (default), or\n"
+     "the part the recipe trains or tests on (uci_housing and movielens hold a\n"
+     "test part out of one file).\n"},
     {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--resume] [--key=value ...]",
      "Run the job: pservers and trainers (a local simulated cluster without hosts).",
      "Without hosts in the recipe, every pserver and trainer is a child process on\n"

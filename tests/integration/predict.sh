@@ -40,6 +40,15 @@ got = np.loadtxt(sys.argv[3], dtype=np.float64, ndmin=1)
 sys.exit(0 if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-4) else 1)
 P
 
+# --input as the shell names it from another directory (the recipe's data
+# paths are beside the recipe; a command-line path is from here)
+mkdir -p elsewhere
+(cd elsewhere && "$PADDLE" predict ../fit.lua --model ../output/pass-00002 --input ../data/uci_housing/housing.data \
+    >../away.csv 2>../away.err)
+rc=$?
+if [ "$rc" -eq 0 ] && cmp -s all.csv away.csv; then pass predict-input-from-cwd
+else fail predict-input-from-cwd "exit $rc: $(cat away.err)"; fi
+
 # the recipe's test part: the cost the pass line reported for this model
 run_capture "$PADDLE" predict fit.lua --model output/pass-00002 --input data/uci_housing/housing.data --part test \
     --output test.csv
