@@ -33,12 +33,34 @@ const char *pd_strerror(int code)
     return "unknown error";
 }
 
+/* A message is one line, whatever it quotes (a data file's bytes, a peer's
+ * text): its control characters become \n, \t, \r or \DDD (decimal, as
+ * recipe errors write them), so none reaches a terminal raw. */
+static void one_line(char *m, size_t size)
+{
+    char out[sizeof msg];
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)m;
+    while (*p && (*p >= 0x20 && *p != 0x7f)) p++;
+    if (!*p) return; /* nothing to escape: the usual case */
+    for (p = (const unsigned char *)m; *p && o + 8 < sizeof out; p++) {
+        const char *named = *p == '\n' ? "\\n" : *p == '\t' ? "\\t" : *p == '\r' ? "\\r" : NULL;
+        if (*p >= 0x20 && *p != 0x7f) out[o++] = (char)*p;
+        else if (named) o += (size_t)snprintf(out + o, sizeof out - o, "%s", named);
+        else o += (size_t)snprintf(out + o, sizeof out - o, "\\%d", *p);
+    }
+    if (*p) o += (size_t)snprintf(out + o, sizeof out - o, "...");
+    out[o] = '\0';
+    snprintf(m, size, "%s", out);
+}
+
 int pd_err_set(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     if (vsnprintf(msg, sizeof msg, fmt, ap) >= (int)sizeof msg) memcpy(msg + sizeof msg - 4, "...", 4);
     va_end(ap);
+    one_line(msg, sizeof msg);
     msg_code = code;
     return code;
 }
@@ -57,6 +79,7 @@ int pd_err_wrap(int code, const char *fmt, ...)
     /* a message longer than the buffer ends in "..." rather than silently */
     if (snprintf(msg, sizeof msg, "%s: %s", prefix, old) >= (int)sizeof msg)
         memcpy(msg + sizeof msg - 4, "...", 4);
+    one_line(msg, sizeof msg);
     msg_code = code;
     return code;
 }

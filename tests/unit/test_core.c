@@ -15,6 +15,25 @@ PD_TEST(err_wrap_keeps_context)
     CHECK_STR_EQ(pd_err_msg(), "writing model.npy: disk full");
 }
 
+PD_TEST(err_messages_escape_control_characters)
+{
+    /* a data file's bytes quoted in a message reach no terminal raw */
+    pd_err_set(PD_EDATA, "d.csv:1: field 1 is not a decimal number: '%s'", "\033[31mRED\033]0;t\007");
+    CHECK_STR_EQ(pd_err_msg(), "d.csv:1: field 1 is not a decimal number: '\\27[31mRED\\27]0;t\\7'");
+    pd_err_wrap(PD_EDATA, "reading\tpart\r%s", "x\n");
+    CHECK_STR_EQ(pd_err_msg(), "reading\\tpart\\rx\\n: d.csv:1: field 1 is not a decimal number: '\\27[31mRED\\27]0;t\\7'");
+    pd_err_set(PD_EDATA, "%s", "caf\xc3\xa9 \x7f"); /* UTF-8 stays, DEL does not */
+    CHECK_STR_EQ(pd_err_msg(), "caf\xc3\xa9 \\127");
+    char big[3000];
+    memset(big, 1, sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    pd_err_set(PD_EDATA, "%s", big); /* grows past the buffer: cut, and says so */
+    size_t n = strlen(pd_err_msg());
+    CHECK(n < 1024 && n > 1000);
+    CHECK(!strcmp(pd_err_msg() + n - 3, "..."));
+    CHECK(!strncmp(pd_err_msg(), "\\1\\1", 4));
+}
+
 PD_TEST(rng_is_deterministic)
 {
     uint64_t a = 42, b = 42;
