@@ -112,7 +112,11 @@ static void times(const pd_progress *p, double f, char *buf, size_t len)
     char el[32], eta[32] = "?";
     double now = pd_now();
     /* from the first progress line (the start's time left out), else the start */
-    double t1 = p->t_first > 0 ? p->t_first : p->t0, f1 = p->t_first > 0 ? p->f_first : 0;
+    double t1 = p->t0, f1 = 0;
+    if (p->t_first > 0 && !isnan(f) && f > p->f_first) {
+        t1 = p->t_first;
+        f1 = p->f_first;
+    }
     pd_progress_duration(now - p->t0, el, sizeof el);
     if (!isnan(f) && f > f1) pd_progress_duration((now - t1) * (1 - f) / (f - f1), eta, sizeof eta);
     snprintf(buf, len, "elapsed %s, ETA %s", el, eta);
@@ -170,14 +174,21 @@ void pd_progress_show(pd_progress *p)
     pd_term_tick(0);
 }
 
-/* The summary line of a pass (not on a terminal). */
+/* The summary line of a pass trainer 0 finished (not on a terminal). Its
+ * share of the job is that pass's, not the slowest trainer's: another
+ * node's lines can reach the launcher later than trainer 0's. */
+int pd_progress_summary(const pd_progress *p, int pass, double rate, char *buf, size_t len)
+{
+    char t[64];
+    times(p, p->passes > 0 ? PD_MIN(1.0, (pass + 1.0) / p->passes) : NAN, t, sizeof t);
+    return snprintf(buf, len, "paddle: pass %d/%d done: train cost %.6g%s%s, %.0f samples/s, %s\n", pass + 1,
+                    p->passes, p->train_cost, p->test[0] ? ", " : "", p->test, rate, t);
+}
+
 static void summary_line(pd_progress *p, int pass, double rate)
 {
-    char t[64], buf[512];
-    double of_pass;
-    times(p, fraction(p, &of_pass), t, sizeof t);
-    int n = snprintf(buf, sizeof buf, "paddle: pass %d/%d done: train cost %.6g%s%s, %.0f samples/s, %s\n", pass + 1,
-                     p->passes, p->train_cost, p->test[0] ? ", " : "", p->test, rate, t);
+    char buf[512];
+    int n = pd_progress_summary(p, pass, rate, buf, sizeof buf);
     fflush(stdout);
     pd_term_write(1, buf, (size_t)PD_MIN(n, (int)sizeof buf - 1));
 }

@@ -57,6 +57,9 @@ typedef struct pd_progress {
 /* live when stderr is a terminal (pd_term_start); summary: print a line per
  * pass when it is not. */
 void pd_progress_init(pd_progress *p, const char *title, int passes, int summary);
+/* The summary line of pass `pass` (0-based), done by trainer 0, at rate
+ * samples/s; its elapsed time and ETA as of now. */
+int pd_progress_summary(const pd_progress *p, int pass, double rate, char *buf, size_t len);
 /* The role called name on host (added when new). */
 pd_prog_role *pd_progress_role(pd_progress *p, const char *name, const char *host);
 void pd_progress_state(pd_progress *p, const char *name, const char *host, int state);

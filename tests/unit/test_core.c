@@ -107,3 +107,31 @@ PD_TEST(progress_reads_role_lines)
     CHECK_STR_EQ(buf, "3m05s");
     pd_progress_free(&p);
 }
+
+/* A pass's summary line takes the job's share done from the pass trainer 0
+ * finished: another node's trainer, whose lines reach the launcher late,
+ * no longer holds the ETA up (the last pass said "ETA 18s"). */
+PD_TEST(progress_summary_eta_from_the_pass_done)
+{
+    pd_progress p;
+    pd_progress_init(&p, "paddle run t.lua", 30, 0);
+    char buf[512], line[256];
+    pd_progress_line(&p, "trainer 1", "h3", "I1 2 3 trainer.c:1] trainer 1: parameters ready; training");
+    pd_progress_format(line, sizeof line, 0, 1, 10, 20, 0.1, 5.0);
+    line[strlen(line) - 1] = '\0';
+    pd_progress_line(&p, "trainer 0", "h2", line); /* the first progress: pass 0 */
+    p.t0 -= 10;                                    /* the job started 10 s ago */
+    p.t_first -= 9;                                /* its first progress 9 s ago */
+    for (int pass = 0; pass < 30; pass++) {
+        char done[200];
+        snprintf(done, sizeof done, "I1 2 3 driver.c:1] pass %d done: 202 samples in 0.30 s (673 samples/s), "
+                 "train cost 1.5", pass);
+        pd_progress_line(&p, "trainer 0", "h2", done);
+    }
+    pd_progress_summary(&p, 14, 673, buf, sizeof buf);
+    CHECK(strstr(buf, "paddle: pass 15/30 done: train cost 1.5, 673 samples/s, elapsed 10s, ETA ") != NULL);
+    CHECK(strstr(buf, "ETA 9s") || strstr(buf, "ETA 10s")); /* 9 s for half the job less its first 1/300 */
+    pd_progress_summary(&p, 29, 673, buf, sizeof buf);
+    CHECK(strstr(buf, "pass 30/30 done") && strstr(buf, "elapsed 10s, ETA 0s\n"));
+    pd_progress_free(&p);
+}
