@@ -5,6 +5,7 @@
  * status. Usage errors exit 2, bad recipes exit 2, failures of the world
  * (files, network, children) exit 1.
  */
+#include "core/buf.h"
 #include "core/log.h"
 #include "core/pd.h"
 #include "core/version.h"
@@ -304,6 +305,37 @@ static void print_sizes(const pd_recipe *r)
 
 static int load_recipe(pd_recipe *r, pd_cli *cli);
 
+/* The data as `paddle train` would read it: the first batch of the train
+ * part and of the test part, where the files are here. Returns 0 with the
+ * "data" lines to print in *said (what was read, and what could not be
+ * because it is not here: *absent), or the exit status of an error (said):
+ * 2 for the recipe's, 1 for the data's. */
+static int check_data(const pd_recipe *r, pd_buf *said, int *absent)
+{
+    static const int parts[] = {PD_PART_TRAIN, PD_PART_TEST};
+    static const char *const names[] = {"train", "test"};
+    for (int i = 0; i < 2; i++) {
+        if (parts[i] == PD_PART_TEST && !r->test) continue;
+        pd_reader *rd = NULL;
+        pd_batch *b = NULL;
+        int rc = pd_open_reader(&rd, r, parts[i], 0, 1, r->batch_size);
+        if (rc == 0) rc = pd_reader_next(rd, &b);
+        if (rc == 1) pd_reader_release(rd, b);
+        if (rd) pd_reader_close(rd);
+        if (rc == PD_ENOENT) { /* not here: on the nodes, or not made yet */
+            pd_buf_printf(said, "data     %s part not read: %s%s\n", names[i], pd_err_msg(),
+                          r->nhosts ? " (fine if the nodes have it)" : "; paddle train and run would stop there");
+            *absent = 1;
+        } else if (rc < 0) {
+            fprintf(stderr, "paddle: %s\n", pd_err_msg());
+            return rc == PD_ERECIPE ? 2 : 1;
+        } else {
+            pd_buf_printf(said, "data     %s part: a first batch read\n", names[i]);
+        }
+    }
+    return 0;
+}
+
 static int cmd_check(int argc, char **argv)
 {
     pd_cli cli;
@@ -324,14 +356,18 @@ static int cmd_check(int argc, char **argv)
     /* The network's shapes too (what the Lua side cannot check), without
      * allocating it: a model of any size checks in no memory. */
     rc = 0;
+    int absent = 0;
+    pd_buf said = {0};
+    pd_buf_put(&said, "");
     if (pd_net_check(&r, &pd_backend_cpu) < 0) {
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
         rc = 2;
-    } else {
+    } else if ((rc = check_data(&r, &said, &absent)) == 0) {
         print_recipe(&r, &plan);
         print_sizes(&r);
-        printf("ok\n");
+        printf("%s%s\n", said.s, absent ? "ok, but the data is not all here" : "ok");
     }
+    free(said.s);
     pd_plan_free(&plan);
     pd_recipe_free(&r);
     pd_cli_free(&cli);
@@ -912,8 +948,11 @@ static const command commands[] = {
      "Load and validate a recipe; print the resolved job.",
      "Prints the hosts, where each pserver and trainer will run and on which ports,\n"
      "the data, the settings, the optimizer and every layer with its parameter\n"
-     "shapes and counts. A mistake in the recipe is one line naming file:line and\n"
-     "exit status 2. --key=value overrides the recipe setting of that name.\n"},
+     "shapes and counts, and reads a first batch of the train and test data as\n"
+     "`paddle train` would (data that is not here is named, not read). A mistake\n"
+     "in the recipe is one line naming file:line and exit status 2; data the\n"
+     "model cannot read, exit status 1. --key=value overrides the recipe setting\n"
+     "of that name.\n"},
     {"train", cmd_train, "RECIPE [--init_model DIR] [--key=value ...]",
      "Train in this one process, without pservers (local training).",
      "Reads the recipe's data, trains for its passes with its batch size and\n"

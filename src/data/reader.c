@@ -469,9 +469,21 @@ static int load_uci(pd_reader *rd)
     if (rd->nfiles != 1)
         return pd_err_set(PD_ERECIPE, "%s: uci_housing reads one file (housing.data), got a list of %d", rd->r->path,
                           rd->nfiles);
-    if (rd->ncols_needed != 14 || rd->nslots != 2)
+    if (rd->ncols_needed != 14 || rd->nslots != 2) {
+        /* named at the first data layer of another width than 13, 1 */
+        const char *where = rd->r->path;
+        for (int i = 0, k = 0; i < rd->r->nlayers; i++) {
+            const pd_layer_desc *d = &rd->r->layers[i];
+            if (strcmp(d->type, "data") != 0) continue;
+            if (d->where && (k > 1 || d->size != (k == 0 ? 13 : 1))) {
+                where = d->where;
+                break;
+            }
+            k++;
+        }
         return pd_err_set(PD_ERECIPE, "%s: uci_housing gives 13 features and 1 price: the model must read "
-                                      "nn.data(x, 13) and nn.data(y, 1)", rd->r->path);
+                                      "nn.data(x, 13) and nn.data(y, 1)", where);
+    }
     FILE *f = fopen(file, "r");
     if (!f) return pd_err_set(PD_ENOENT, "cannot open %s: %s (run recipes/prepare.sh for the demo data)", file,
                               strerror(errno));
