@@ -48,13 +48,18 @@ function V.apply_overrides(state, overrides)
     if not decl then
       local all = {}
       for _, d in ipairs(S.names) do for k in pairs(S.blocks[d]) do all[#all + 1] = "--" .. k end end
+      local hint = not R.nearest("--" .. key, all) and S.elsewhere(nil, key)
+      if hint then fail(nil, "unknown option '--%s'%s: the command line sets declarations' keys only", key, hint) end
       R.unknown(nil, "unknown option", "--" .. key, all)
     end
     local spec = S.blocks[decl][key]
     local v = text
     if spec.kind == "int" or spec.kind == "number" then
-      v = math.tointeger(tonumber(text)) or tonumber(text)
-      if v == nil then fail(nil, "option --%s must be a number, got '%s'", key, text) end
+      -- decimal only: Lua's tonumber also reads 0x10 and " 1e1 "
+      v = text:match("^[-+]?%d*%.?%d+$") or text:match("^[-+]?%d+%.?%d*[eE][-+]?%d+$") or
+          text:match("^[-+]?%d+%.?%d*$")
+      v = v and (math.tointeger(tonumber(text)) or tonumber(text))
+      if v == nil then fail(nil, "option --%s must be a decimal number, got '%s'", key, text) end
     elseif spec.kind == "bool" then
       if text == "1" or text == "true" or text == "yes" then v = true
       elseif text == "0" or text == "false" or text == "no" then v = false

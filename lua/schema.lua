@@ -157,6 +157,21 @@ end
 
 -- Validate a declaration table t (from file:line) against S.blocks[decl];
 -- returns a fresh table of the checked values.
+-- A key that belongs to another declaration or to the optimizer (or is a
+-- near miss of one): where it goes, as a hint; nil when none.
+function S.elsewhere(decl, k)
+  for _, d in ipairs(S.names) do
+    local m = d ~= decl and (S.blocks[d][k] and k or R.nearest(k, R.keys_of(S.blocks[d])))
+    if m then return string.format(" ('%s' is a key of %s { ... })", m, d) end
+  end
+  local opt = { weight_decay = true }
+  for _, defaults in pairs(S.optimizers) do for name in pairs(defaults) do opt[name] = true end end
+  local m = opt[k] and k or R.nearest(k, R.keys_of(opt))
+  if m then
+    return string.format(" ('%s' is an optimizer setting: optimizer = nn.sgd { %s = ... })", m, m)
+  end
+end
+
 function S.check_decl(decl, t, file, line)
   local spec = S.blocks[decl]
   if type(t) ~= "table" then
@@ -169,7 +184,11 @@ function S.check_decl(decl, t, file, line)
         decl, tostring(v))
     end
     local where = R.at(file, R.key_line(file, line, k))
-    if not spec[k] then R.unknown(where, "unknown key", k, R.keys_of(spec), " in " .. decl) end
+    if not spec[k] then
+      local keys = R.keys_of(spec)
+      fail(where, "unknown key '%s' in %s%s", k, decl, R.nearest(k, keys) and R.suggest(k, keys) or
+        S.elsewhere(decl, k) or R.suggest(k, keys))
+    end
     out[k] = S.check_value(where, decl, k, spec[k], v)
   end
   return out

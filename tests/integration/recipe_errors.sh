@@ -96,6 +96,24 @@ $DATA
 EOF
 bad unknown-key-indirect "unknown_indirect.lua:2: unknown key 'batchsize' in settings" unknown_indirect.lua
 
+# a key of another declaration, or of the optimizer: where it goes
+write elsewhere_job.lua <<EOF
+settings { pservers = 2 }
+$MODEL
+$OPT
+$DATA
+EOF
+bad unknown-key-of-job "elsewhere_job.lua:1: unknown key 'pservers' in settings ('pservers' is a key of job { ... })" \
+    elsewhere_job.lua
+write elsewhere_opt.lua <<EOF
+settings { lerning_rate = 3 }
+$MODEL
+$OPT
+$DATA
+EOF
+bad unknown-key-of-optimizer "elsewhere_opt.lua:1: unknown key 'lerning_rate' in settings ('learning_rate' is an optimizer setting: optimizer = nn.sgd { learning_rate = ... })" \
+    elsewhere_opt.lua
+
 write port_type.lua <<EOF
 cluster { port = "abc" }
 $BASE
@@ -628,7 +646,10 @@ write ok.lua <<EOF
 $BASE
 EOF
 bad override-unknown "unknown option '--pases' (did you mean '--passes'?)" ok.lua --pases=3
-bad override-not-number "option --passes must be a number, got 'abc'" ok.lua --passes=abc
+bad override-not-number "option --passes must be a decimal number, got 'abc'" ok.lua --passes=abc
+bad override-optimizer-setting "unknown option '--learning_rate' ('learning_rate' is an optimizer setting: optimizer = nn.sgd { learning_rate = ... }): the command line sets declarations' keys only" \
+    ok.lua --learning_rate=0.5
+bad override-hex-number "option --passes must be a decimal number, got '0x10'" ok.lua --passes=0x10
 bad override-out-of-range "option --passes: settings.passes must be an integer from 1 to 1000000, got 0" ok.lua --passes=0
 bad override-bad-enum "option --mode: settings.mode must be one of sync, async, got 'asnyc' (did you mean 'async'?)" \
     ok.lua --mode=asnyc
