@@ -174,15 +174,16 @@ void pd_progress_show(pd_progress *p)
     pd_term_tick(0);
 }
 
-/* The summary line of a pass trainer 0 finished (not on a terminal). Its
+/* The summary line of a pass trainer 0 finished (not on a terminal), the
+ * pass numbered from 0 as the roles' logs number it. Its
  * share of the job is that pass's, not the slowest trainer's: another
  * node's lines can reach the launcher later than trainer 0's. */
 int pd_progress_summary(const pd_progress *p, int pass, double rate, char *buf, size_t len)
 {
     char t[64];
     times(p, p->passes > 0 ? PD_MIN(1.0, (pass + 1.0) / p->passes) : NAN, t, sizeof t);
-    return snprintf(buf, len, "paddle: pass %d/%d done: train cost %.6g%s%s, %.0f samples/s, %s\n", pass + 1,
-                    p->passes, p->train_cost, p->test[0] ? ", " : "", p->test, rate, t);
+    return snprintf(buf, len, "paddle: pass %d done (%d of %d): train cost %.6g%s%s, %.0f samples/s, %s\n", pass,
+                    pass + 1, p->passes, p->train_cost, p->test[0] ? ", " : "", p->test, rate, t);
 }
 
 static void summary_line(pd_progress *p, int pass, double rate)

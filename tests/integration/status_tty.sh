@@ -143,7 +143,7 @@ fi
 
 # stdout into a pipe on a terminal: its lines would pass behind the block, so no block, the summary lines
 tm send-keys -t st "clear; $PADDLE run status_job.lua --passes=3 --early_stop=0 | cat; echo EXIT=\$?" Enter
-if wait_for '^EXIT=' 30 && screen -J | grep -qE '^paddle: pass 3/3 done: train cost' &&
+if wait_for '^EXIT=' 30 && screen -J | grep -qE '^paddle: pass 2 done \(3 of 3\): train cost' &&
     ! screen | grep -qE '^-- paddle run'; then
     pass piped_stdout
 else
@@ -190,7 +190,7 @@ tm kill-server 2>/dev/null
 # no terminal: plain lines, a summary line per pass, no escape sequence
 TERM=xterm "$PADDLE" run status_job.lua --passes=3 --early_stop=0 >plain.out 2>&1
 rc=$?
-n=$(grep -cE '^paddle: pass [1-3]/3 done: train cost [0-9.e+-]+, test cost .*samples/s, elapsed' plain.out)
+n=$(grep -cE '^paddle: pass [0-2] done \([1-3] of 3\): train cost [0-9.e+-]+, test cost .*samples/s, elapsed' plain.out)
 if [ $rc -eq 0 ] && [ "$n" -eq 3 ] && ! grep -q $'\033' plain.out && ! grep -q '#paddle-progress' plain.out &&
     ! grep -q '#paddle-progress' log/train.log && grep -q '^\[trainer 0\] I.*pass 2 done' log/train.log; then
     pass plain_summary
