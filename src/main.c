@@ -667,7 +667,9 @@ static int cmd_trainer(int argc, char **argv)
         pd_job_id(o.secret, o.job);
         o.stop = &stop_flag;
         if (pd_trainer_run(&c.r, &o) < 0) {
-            PD_ERROR("trainer %d: %s", o.id, pd_err_msg());
+            /* stopped with the job (Ctrl+C): what it saw then is no error */
+            if (stop_flag) PD_INFO("trainer %d: stopped on a signal (%s)", o.id, pd_err_msg());
+            else PD_ERROR("trainer %d: %s", o.id, pd_err_msg());
             rc = 1;
         }
     }

@@ -1573,6 +1573,14 @@ static void check_deadlines(server *s)
     }
 }
 
+/* Another ready connection of trainer t than slot's is open. */
+static int trainer_still_here(const server *s, int t, int slot)
+{
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (i != slot && s->conns[i].used && s->conns[i].state == ST_READY && s->conns[i].trainer == t) return 1;
+    return 0;
+}
+
 static void on_readable(server *s, int slot)
 {
     sconn *c = &s->conns[slot];
@@ -1586,7 +1594,9 @@ static void on_readable(server *s, int slot)
             char why[PD_MAX_HANDSHAKE];
             snprintf(why, sizeof why, "%s", rc < 0 ? pd_err_msg() : "");
             pd_conn_flush(&c->c);
-            if (rc == 0 && c->state == ST_READY && !s->finished[c->trainer])
+            /* said once, when its last connection goes */
+            if (rc == 0 && c->state == ST_READY && !s->finished[c->trainer] &&
+                !trainer_still_here(s, c->trainer, slot))
                 PD_WARN("trainer %d (%s) disconnected before it finished", c->trainer, c->peer);
             drop(s, slot, rc < 0 ? why : NULL);
             return;

@@ -80,3 +80,23 @@ else fail init_model "rc $rc, test cost '$c': $out"; fi
 # a model of the wrong shape is refused with a clear message
 $PY -c "import numpy as np; np.save('output/pass-00099/fc_0.w_0.npy', np.zeros((12, 1), np.float32))"
 expect_error init_model_shape 1 "differs from the model's (13, 1)" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-00099
+
+# Ctrl+C on a local paddle run: every role stops, the launcher says so and
+# exits 130; a trainer stopped with the job logs no error, and a pserver
+# says once per trainer that it left before it finished
+mkdir -p run_int && ln -s ../data run_int/data && sed 's/passes = 1, max_batches = 11/passes = 100000/' zero.lua >run_int/zero.lua
+(cd run_int && exec "$PADDLE" run zero.lua >int.out 2>&1) &
+launcher=$!
+for _ in $(seq 100); do grep -q 'pass 3 done' run_int/int.out 2>/dev/null && break; sleep 0.1; done
+kill -INT "$launcher"
+for _ in $(seq 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$launcher" 2>/dev/null; then kill -9 "$launcher"; fi
+wait "$launcher"; rc=$?
+warned=$(grep -c 'disconnected before it finished' run_int/int.out)
+if [ $rc -eq 130 ] && grep -q 'interrupted (Ctrl+C): stopping every role' run_int/int.out &&
+   ! grep -qE '^\[trainer [0-9]\] E' run_int/int.out && [ "$warned" -le 2 ] &&
+   [ -z "$(pids_naming "$T/run_int")" ]; then
+    pass ctrl_c_local_run
+else
+    fail ctrl_c_local_run "rc $rc, $warned warnings: $(grep -v 'step\|pass' run_int/int.out | tail -n 8)"
+fi
