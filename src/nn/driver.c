@@ -9,6 +9,8 @@
 #include "../core/log.h"
 #include "../core/pd.h"
 
+#include <dirent.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,9 +344,31 @@ static int passes(pd_driver *d, pd_keep *keep, pd_curves *curves)
     return rc;
 }
 
+/* A fresh run whose save_dir holds the passes of an earlier one: said, as
+ * those it does not write over stay, and `best` will link this run's. */
+static void earlier_passes(const pd_recipe *r)
+{
+    DIR *dir = opendir(r->save_dir);
+    if (!dir) return;
+    int n = 0, lo = INT_MAX, hi = -1, pass;
+    char tail;
+    for (struct dirent *e; (e = readdir(dir));)
+        if (sscanf(e->d_name, "pass-%d%c", &pass, &tail) == 1 && pass >= 0) {
+            n++;
+            lo = PD_MIN(lo, pass);
+            hi = PD_MAX(hi, pass);
+        }
+    closedir(dir);
+    if (n)
+        PD_WARN("%s/ already holds %d pass%s of an earlier run (pass-%05d to pass-%05d): this run writes over those "
+                "of its own pass numbers, leaves the others, and %s/best will link this run's best", r->save_dir, n,
+                n > 1 ? "es" : "", lo, hi, r->save_dir);
+}
+
 int pd_drive(pd_driver *d)
 {
     pd_progress p;
+    if (d->save && !d->start_pass && !d->start_batch) earlier_passes(d->r);
     /* a signal stops training even while it waits on the reader */
     pd_reader_set_stop(d->train, d->stop);
     pd_keep keep;

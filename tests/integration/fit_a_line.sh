@@ -100,3 +100,11 @@ if [ $rc -eq 130 ] && grep -q 'interrupted (Ctrl+C): stopping every role' run_in
 else
     fail ctrl_c_local_run "rc $rc, $warned warnings: $(grep -v 'step\|pass' run_int/int.out | tail -n 8)"
 fi
+
+# a second run into the same save_dir: the passes it finds there are named
+run_capture "$PADDLE" train zero.lua
+if [ $rc -eq 0 ] && [[ "$out" == *"zero_out/ already holds 1 pass of an earlier run (pass-00000 to pass-00000): this run writes over those of its own pass numbers"* ]]; then
+    pass earlier_run_passes_named
+else
+    fail earlier_run_passes_named "rc $rc: $(tail -n 3 <<<"$out")"
+fi
