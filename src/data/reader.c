@@ -485,8 +485,9 @@ static int load_uci(pd_reader *rd)
                                       "nn.data(x, 13) and nn.data(y, 1)", where);
     }
     FILE *f = fopen(file, "r");
-    if (!f) return pd_err_set(PD_ENOENT, "cannot open %s: %s (run recipes/prepare.sh for the demo data)", file,
-                              strerror(errno));
+    if (!f) /* the demo's file is made by recipes/prepare.sh; a user's own is not */
+        return pd_err_set(PD_ENOENT, "cannot open %s: %s%s", file, strerror(errno),
+                          strstr(file, "uci_housing/housing.data") ? " (recipes/prepare.sh makes the demo's copy)" : "");
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0;

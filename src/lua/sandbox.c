@@ -45,6 +45,7 @@ struct limits {
     size_t used;
     long instructions;
     size_t alloc_work;  /* bytes allocated not yet counted, / ALLOC_BYTES */
+    long alloc_counted; /* the part of instructions that was allocation */
     lua_State *main;    /* the main thread, once it exists */
     double cpu_start, cpu_limit;    /* thread CPU seconds */
     timer_t cpu_timer;  /* fires at cpu_limit (cpu_armed: it exists) */
@@ -168,10 +169,10 @@ static void push_lua_where(lua_State *L)
     lua_pushliteral(L, "");
 }
 
-static void set_hit(lua_State *L, struct limits *lim, const char *what)
+static void set_hit(lua_State *L, struct limits *lim, const char *what, const char *why)
 {
     push_lua_where(L);
-    snprintf(lim->msg, sizeof lim->msg, "%srecipe ran %s: an endless loop?", lua_tostring(L, -1), what);
+    snprintf(lim->msg, sizeof lim->msg, "%srecipe ran %s: %s", lua_tostring(L, -1), what, why);
     lua_pop(L, 1);
     lim->hit = 1;
 }
@@ -187,17 +188,20 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     struct limits *lim = limits_of(L);
     int count = lua_gethookcount(L);
     lim->instructions += count + (long)lim->alloc_work;
+    lim->alloc_counted += (long)lim->alloc_work;
     lim->alloc_work = 0;
     if (count != INSTR_STEP) lua_sethook(L, count_hook, LUA_MASKCOUNT, INSTR_STEP);
     if (!lim->hit && lim->instructions > INSTR_LIMIT) {
         char what[64];
         snprintf(what, sizeof what, "over %d million instructions", (int)(INSTR_LIMIT / 1000000));
-        set_hit(L, lim, what);
+        /* most of the count was memory allocated (string.rep, huge tables) */
+        set_hit(L, lim, what, lim->alloc_counted > INSTR_LIMIT / 2 ? "most of them allocating memory (huge strings or "
+                "tables?)" : "an endless loop?");
     }
     if (!lim->hit && thread_cpu() - lim->cpu_start > lim->cpu_limit) {
         char what[64];
         snprintf(what, sizeof what, "for over %g s of CPU time", lim->cpu_limit);
-        set_hit(L, lim, what);
+        set_hit(L, lim, what, "an endless loop?");
     }
     if (lim->hit) {
         lua_pushstring(L, lim->msg);

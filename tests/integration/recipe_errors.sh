@@ -431,6 +431,15 @@ $BASE
 EOF
 expect_error memory-limit 2 "recipe used over 1 GiB of memory" timeout 60 "$PADDLE" check memory.lua
 
+# strings allocated again and again: the count says what it was mostly
+write strings.lua <<EOF
+local t = {} for i = 1, 100 do t[i] = string.rep("x", 10 * 1024 * 1024) end
+$BASE
+EOF
+expect_error allocating-over-the-count 2 \
+    "strings.lua:1: recipe ran over 500 million instructions: most of them allocating memory (huge strings or tables?)" \
+    timeout 60 "$PADDLE" check strings.lua
+
 # --- layers -----------------------------------------------------------------------
 
 write fc_id.lua <<EOF
