@@ -350,6 +350,7 @@ static int read_answer(node *n, deploy *d, pd_buf *a, pd_buf *e, size_t *pos, co
             if (want && !strncmp(line, want, strlen(want))) return 2;
         }
         if (pd_now() >= deadline) break;
+        if (pd_sup_signalled()) return pd_err_set(PD_EINTR, "%s: interrupted", n->h->host); /* Ctrl+C: said once */
         ssize_t k = pd_ssh_read(n->chan, buf, sizeof buf, &eof);
         if (k < 0) return (int)k;
         if (k > 0) {
