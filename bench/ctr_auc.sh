@@ -28,7 +28,7 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 
 # the test AUC after each pass, from a paddle log
-aucs() { grep -o 'pass [0-9]* done.*auc [0-9.]*' | awk '{printf "%s ", $NF}'; }
+aucs() { grep -v '^paddle: ' | grep -o 'pass [0-9]* done.*auc [0-9.]*' | awk '{printf "%s ", $NF}'; }  # the roles' lines, not the launcher's summary
 best() { tr ' ' '\n' | awk 'NF && $1 > b { b = $1 } END { printf "%.4f", b }'; }
 # run NAME COMMAND...: the command's output into NAME.out, its wall time into secs[NAME]
 declare -A secs

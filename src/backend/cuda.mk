@@ -144,7 +144,7 @@ cuda-emu-check: build/cuda-emu/unit_tests build/cuda-emu/paddle
 	    sed 's/^settings { /settings { mode = "sync", /' r.lua; } > run.lua && for g in 0 1; do \
 	    ASAN_OPTIONS=detect_leaks=0 timeout 300 ../paddle run run.lua --use_gpu=$$g > run$$g.log 2>&1 || \
 	        { cat run$$g.log; echo "cuda-emu-check: FAILED: paddle run --use_gpu=$$g"; exit 1; }; \
-	    sed -n 's/.*\(pass [0-9]*\) done.*train cost \([^,]*\), test cost \([^,]*\).*/\1 \2 \3/p' run$$g.log > run$$g.txt; \
+	    sed -n '/^\[trainer 0\]/ s/.*\(pass [0-9]*\) done.*train cost \([^,]*\), test cost \([^,]*\).*/\1 \2 \3/p' run$$g.log > run$$g.txt; \
 	done; cat run1.txt; \
 	grep -q 'sync mode, on cpu$$' run0.log && grep -q 'sync mode, on cuda$$' run1.log || \
 	    { echo "cuda-emu-check: FAILED: the trainer did not say it ran on cpu, then on cuda"; exit 1; }; \
