@@ -579,9 +579,9 @@ static int role_ready(role_cmd *c, const char *log_role)
             return 1;
         }
     }
-    if (pd_secret_read(fd, c->secret) < 0) {
-        PD_ERROR("%s", pd_err_msg());
-        return 1;
+    if (pd_secret_read(fd, c->secret) < 0) { /* how the role was started: one line, exit 2 */
+        fprintf(stderr, "paddle %s: %s\n", log_role, pd_err_msg());
+        return 2;
     }
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);

@@ -75,6 +75,17 @@ static int env_pservers(pd_env_role *e, const char **pport)
     const char *eps = list ? list : (ips ? fluid_list : NULL);
     if (!eps) return 1;
     if (strlen(eps) >= sizeof e->endpoints) return pd_err_set(PD_EINVAL, "the pserver list is too long");
+    /* one endpoint named twice would be two pservers on one port */
+    for (const char *a = eps; *a;) {
+        size_t la = strcspn(a, ",");
+        for (const char *b = a[la] ? a + la + 1 : a + la; *b;) {
+            size_t lb = strcspn(b, ",");
+            if (la == lb && !strncmp(a, b, la))
+                return pd_err_set(PD_EINVAL, "the pserver list %s names %.*s twice", eps, (int)la, a);
+            b += lb + (b[lb] ? 1 : 0);
+        }
+        a += la + (a[la] ? 1 : 0);
+    }
     strcpy(e->endpoints, eps);
     e->npservers = count_list(eps);
     return 0;

@@ -476,9 +476,12 @@ static int rank_talk(const pd_rdv_opts *o, int fd, pd_rdv_result *res, double de
         read_line(fd, line, sizeof line, deadline) < 0)
         return pd_err_set(PD_ECONN, "the rendezvous master %s:%d (%s) closed the connection", o->master_host,
                           o->master_port, where);
-    if (strncmp(line, "PDRV1 ERR ", 10) == 0)
-        return pd_err_set(PD_EAUTH, "the rendezvous master %s:%d refused rank %d: %s", o->master_host,
-                          o->master_port, o->rank, line + 10);
+    if (strncmp(line, "PDRV1 ERR ", 10) == 0) {
+        char who[32] = "this process (no rank given)";
+        if (o->rank >= 0) snprintf(who, sizeof who, "rank %d", o->rank);
+        return pd_err_set(PD_EAUTH, "the rendezvous master %s:%d refused %s: %s", o->master_host, o->master_port,
+                          who, line + 10);
+    }
     if (sscanf(line, "PDRV1 CHALLENGE %65s %79s", a, b) != 2 || pd_unhex(a, ns, PD_NONCE) < 0 ||
         pd_unhex(b, mac, PD_MAC) < 0)
         return pd_err_set(PD_EPROTO, "%s:%d (%s) is not a paddle rendezvous master", o->master_host, o->master_port,

@@ -1382,6 +1382,11 @@ static int open_ports(server *s, int *base)
                     close(s->listen_fd[j]);
                     s->listen_fd[j] = -1;
                 }
+                /* a pserver list of consecutive ports on one host gives each too few */
+                if (n > 1)
+                    pd_err_wrap(PD_EIO, "a pserver listens on %d consecutive ports, %d-%d here (ports_num + "
+                                "ports_num_for_sparse): space the pservers of one host %d ports apart", n,
+                                s->o->port, s->o->port + n - 1, n);
                 return PD_EIO;
             }
         *base = s->o->port;
