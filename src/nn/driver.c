@@ -376,7 +376,11 @@ int pd_drive(pd_driver *d)
     pd_curves curves;
     pd_curves_init(&curves, d->r);
     /* resumed: the run so far, as the last life drew it up to the checkpoint */
-    if (d->save && (d->start_pass || d->start_batch)) pd_curves_load(&curves, d->r->save_dir, d->step0);
+    int rc = 0;
+    if (d->save && (d->start_pass || d->start_batch)) {
+        pd_curves_load(&curves, d->r->save_dir, d->step0);
+        rc = pd_keep_resume(&keep, curves.test, curves.ntest, 3 + curves.nm, d->start_pass);
+    }
     if (!d->status_lines) {
         char title[160];
         snprintf(title, sizeof title, "%s %s", d->early_stop ? "paddle train" : "paddle trainer", d->r->path);
@@ -384,7 +388,7 @@ int pd_drive(pd_driver *d)
         pd_progress_state(&p, "trainer", "localhost", PD_ST_TRAINING);
         board = p.live ? &p : NULL;
     }
-    int rc = passes(d, &keep, &curves);
+    if (rc == 0) rc = passes(d, &keep, &curves);
     if (board) {
         pd_progress_state(&p, "trainer", "localhost",
                           rc == 0 ? PD_ST_DONE : rc == PD_EINTR ? PD_ST_STOPPED : PD_ST_FAILED);

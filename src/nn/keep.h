@@ -41,6 +41,12 @@ int pd_keep_pass(pd_keep *k, int pass, double test_cost, const double *metrics);
 /* pass was saved: SAVE_DIR/best links the best pass, and passes beyond the
  * last keep_models (other than the best) are removed. 0 or PD_EIO. */
 int pd_keep_saved(pd_keep *k, int pass);
+/* Resuming at start_pass: the passes before it as the last life tested them
+ * (nrows rows of width doubles: step, pass, test cost, r->nmetrics
+ * metrics, as pd_curves holds them) and kept them (SAVE_DIR/pass-NNNNN):
+ * early stopping counts on from the best of them, SAVE_DIR/best links it,
+ * and keep_models goes on removing the oldest. 0 or PD_EIO. */
+int pd_keep_resume(pd_keep *k, const double *rows, int nrows, int width, int start_pass);
 /* The value early stopping watches, named ("test cost", "auc"...). */
 const char *pd_keep_what(const pd_keep *k);
 

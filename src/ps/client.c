@@ -95,6 +95,25 @@ static int try_connect(const pd_client *c, const char *host, int server, int por
     return fd;
 }
 
+/* Connection i failed with rc (its message set). A pserver that ends
+ * first sends every trainer an ERROR frame saying why, and a write racing
+ * its close can fail before that frame is read: when one waits unread, it
+ * is the error to report. */
+static int closed_why(pd_client *c, int i, int rc)
+{
+    char was[512];
+    snprintf(was, sizeof was, "%s", pd_err_msg());
+    for (int k = 0; k < 64; k++) {
+        pd_frame f;
+        int eof = 0;
+        if (pd_conn_read(&c->conns[i], &f, &eof) <= 0) break;
+        if (f.type == PD_MSG_ERROR)
+            return pd_err_set(PD_EPROTO, "pserver %d: %.*s", i / c->nper, (int)PD_MIN(f.len, 500),
+                              (char *)f.payload);
+    }
+    return pd_err_set(rc, "%s", was);
+}
+
 static int handshake(pd_client *c, pd_conn *k, int server, const uint8_t *secret, const uint8_t *job)
 {
     uint8_t hello[PD_JOB_ID + 32 + PD_NONCE], cn[PD_NONCE];
@@ -394,6 +413,7 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
                 if (k->out_len > k->out_off) {
                     if ((rc = pd_conn_flush(k)) < 0) {
                         pd_err_wrap(rc, "pserver %d", i / c->nper);
+                        rc = closed_why(c, i, rc);
                         goto out;
                     }
                     if (rc == 0) want_out = 1;
@@ -434,7 +454,7 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
                 int eof = 0;
                 int got = pd_conn_read(&c->conns[i], &f, &eof);
                 if (got < 0) {
-                    rc = pd_err_wrap(got, "pserver %d", i / c->nper);
+                    rc = closed_why(c, i, pd_err_wrap(got, "pserver %d", i / c->nper));
                     goto out;
                 }
                 if (got == 0) {

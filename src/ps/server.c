@@ -151,6 +151,9 @@ typedef struct server {
     uint8_t *finished;
     int nfinished;
     uint8_t *seen;          /* trainer connected at least once */
+    uint8_t *asked;         /* per trainer and port: READY asked there (twice: a new process) */
+    int fatal, fatal_slot;  /* the job can't go on: end with fatal_why (an error code) */
+    char fatal_why[400];
     long rows_pulled, rows_pushed;  /* sparse rows moved (this pass) */
     double pass_started;
     int nseen;
@@ -362,6 +365,7 @@ static void make_state(server *s)
     s->pass_wait = pd_xcalloc((size_t)T, sizeof(waiter));
     s->finished = pd_xcalloc((size_t)T, 1);
     s->seen = pd_xcalloc((size_t)T, 1);
+    s->asked = pd_xcalloc((size_t)T * MAX_LISTEN, 1);
     s->ended_batch = pd_xcalloc((size_t)T, sizeof *s->ended_batch);
     s->pos_pass = pd_xcalloc((size_t)T, sizeof *s->pos_pass);
     s->pos_batch = pd_xcalloc((size_t)T, sizeof *s->pos_batch);
@@ -399,6 +403,7 @@ static void free_state(server *s)
     free(s->pass_wait);
     free(s->finished);
     free(s->seen);
+    free(s->asked);
     free(s->ready_wait);
     free(s->ended_batch);
     free(s->pos_pass);
@@ -1022,6 +1027,27 @@ static void send_ready(server *s, waiter w)
     reply(s, w, PD_MSG_READY, s->pos_pass[T], s->pos_batch[T], &step, sizeof step);
 }
 
+/* Trainer T, started before, asks to start again: a new process (its old
+ * one died, and something restarted it on its own). While nothing was
+ * trained yet it may; once the job moved on there is no place for it: its
+ * data position and its part of the steps in flight went with the old
+ * process, and taking it back at the start would mix passes on the pservers
+ * (and hang the job). Ends this pserver, naming why, so that the whole job
+ * restarts, as `paddle run` restarts it. Returns 1 when refused. */
+static int rejoin_refused(server *s, int slot, int T)
+{
+    if (s->updates == 0 && s->pass == 0) return 0;
+    snprintf(s->fatal_why, sizeof s->fatal_why,
+             "trainer %d started again (restarted on its own?) while the job is in pass %d, %ld updates in: a "
+             "running job cannot take back a trainer that restarted alone; pserver %d ends so that the whole job "
+             "restarts (from its last checkpoint with settings.checkpoint_dir and --resume)",
+             T, s->pass, s->updates, s->o->id);
+    send_error(s, slot, PD_ECONN, s->fatal_why);
+    s->fatal = PD_ECONN;
+    s->fatal_slot = slot;
+    return 1;
+}
+
 static void mark_ready(server *s)
 {
     s->ready = 1;
@@ -1037,6 +1063,8 @@ static int on_pass_end(server *s, waiter me, int T, pd_frame *f)
     if (f->len) return pd_err_set(PD_EPROTO, "PASS_END with a payload");
     if (f->a > MAX_PASS) return pd_err_set(PD_EPROTO, "PASS_END of pass %u: passes go up to %d", f->a, MAX_PASS);
     if (s->pass_ended[T]) return pd_err_set(PD_EPROTO, "trainer %d ended pass %u twice", T, f->a);
+    if (f->a != (uint32_t)s->pass)
+        return pd_err_set(PD_EPROTO, "trainer %d ended pass %u while the job is in pass %d", T, f->a, s->pass);
     if (s->save_got[T]) return pd_err_set(PD_EPROTO, "trainer %d ended its pass inside a checkpoint", T);
     s->pass_ended[T] = 1;
     s->pass_wait[T] = me;
@@ -1300,6 +1328,10 @@ static int on_frame(server *s, int slot, pd_frame *f)
                 s->pass_started = pd_now();
             }
         }
+        /* a trainer asks once on each port: a second ask is a new process */
+        uint8_t *asked = &s->asked[(size_t)T * MAX_LISTEN + (size_t)c->port_index];
+        if (*asked && rejoin_refused(s, slot, T)) return 0;
+        *asked = 1;
         if (s->ready) {
             send_ready(s, me);
         } else {
@@ -1675,6 +1707,17 @@ static int heartbeats(server *s)
             reply(s, w, PD_MSG_HEARTBEAT, 0, 0, NULL, 0);
         }
     }
+    /* a trainer that started and left (every connection closed) before it
+     * finished cannot come back (rejoin_refused): the job cannot finish */
+    for (int t = 0; s->ready && t < s->o->ntrainers; t++) {
+        if (!s->seen[t] || s->finished[t] || now - s->last_heard[t] <= s->hb_timeout ||
+            trainer_still_here(s, t, -1))
+            continue;
+        return pd_err_set(PD_ECONN,
+                          "trainer %d left %.0f s ago before it finished (its connections closed) and did not come "
+                          "back (heartbeat_timeout %.0f s): the job cannot finish without it",
+                          t, now - s->last_heard[t], s->hb_timeout);
+    }
     if (!s->ready || !barrier_pending(s)) return 0;
     for (int t = 0; t < s->o->ntrainers; t++) {
         if (!s->seen[t] || s->finished[t] || now - s->last_heard[t] <= s->hb_timeout) continue;
@@ -1684,6 +1727,40 @@ static int heartbeats(server *s)
                           t, now - s->last_heard[t], s->hb_timeout);
     }
     return 0;
+}
+
+/* This pserver ends with error code: every trainer connected (but the one
+ * at slot but) hears why, rather than only that the connection closed. */
+static void tell_all(server *s, int code, const char *why, int but)
+{
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (s->conns[i].used && s->conns[i].state == ST_READY && i != but) send_error(s, i, code, why);
+}
+
+/* Can the job not go on (a trainer gone or hung, one started again)? Then
+ * every trainer hears why, and the error is returned; else 0. */
+static int job_over(server *s)
+{
+    int rc = heartbeats(s);
+    if (rc < 0) {
+        snprintf(s->fatal_why, sizeof s->fatal_why, "%s", pd_err_msg()); /* a failed send may set another */
+        tell_all(s, rc, s->fatal_why, -1);
+    } else if (s->fatal) {
+        rc = s->fatal;
+        tell_all(s, rc, s->fatal_why, s->fatal_slot); /* the one refused heard it already */
+    } else {
+        return 0;
+    }
+    return pd_err_set(rc, "%s", s->fatal_why);
+}
+
+/* The replies still queued go (best effort) before the end; a trainer
+ * gone meanwhile does not replace the error this pserver ends with. */
+static int last_flush(server *s, int rc)
+{
+    if (rc < 0) snprintf(s->fatal_why, sizeof s->fatal_why, "%s", pd_err_msg());
+    flush_dirty(s);
+    return rc < 0 ? pd_err_set(rc, "%s", s->fatal_why) : rc;
 }
 
 /* --- /metrics -------------------------------------------------------------------- */
@@ -1805,6 +1882,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
         s->ready = 1;
         /* the parameters only: the trainers start at their beginning */
         s->resume_step = -1;
+        s->pass = 0;
         memset(s->pos_pass, 0, (size_t)o->ntrainers * sizeof *s->pos_pass);
         memset(s->pos_batch, 0, (size_t)o->ntrainers * sizeof *s->pos_batch);
         PD_INFO("started from the shard saved in %s", o->init_shard);
@@ -1848,7 +1926,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
             break;
         }
         check_deadlines(s);
-        if ((rc = heartbeats(s)) < 0) break;
+        if ((rc = job_over(s)) < 0) break;
         flush_dirty(s);
         int n = epoll_wait(s->epfd, evs, MAX_EVENTS, s->nagain ? 0 : TICK_MS);
         if (n < 0 && errno != EINTR) {
@@ -1874,7 +1952,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
         pd_http_serve(&s->http);
     }
     if (o->stop && *o->stop) PD_INFO("pserver %d stopping on a signal", o->id);
-    flush_dirty(s);
+    rc = last_flush(s, rc);
 out:
     for (int i = 0; s->conns && i < MAX_CONNS; i++)
         if (s->conns[i].used) pd_conn_free(&s->conns[i].c);

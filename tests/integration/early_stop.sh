@@ -114,3 +114,26 @@ for mode in sync async; do
         fail "early-stop-distributed-$mode" "rc $rc, dist: $(ls dist-$mode 2>&1): $(tail -n 5 <<<"$out")"
     fi
 done
+
+# resumed from a checkpoint taken after the best pass and before the stop:
+# the job stops after the same pass as without the stop, best links the same
+# pass and the same passes are kept (the passes before the checkpoint count,
+# as the last life tested them). 2 x 2, sync: every step as uninterrupted.
+cp "$ROOT/recipes/fit_a_line.lua" fl.lua
+es=(--checkpoint_period=11 --log_period=1000000 --keep_models=2 --early_stop=10 --mode=sync)
+ended() { grep -o 'early stopping: trainer 0 ends the job after pass [0-9]*' "$1" | head -n 1 | awk '{print $NF}'; }
+kept() { echo "$(readlink "$1/best") / $(cd "$1" && ls -d pass-* | tr '\n' ' ')"; }
+timeout 120 "$PADDLE" run fl.lua "${es[@]}" --passes=1000 --checkpoint_dir=ck_ref --save_dir=es_ref >es_ref.out 2>&1
+ref=$(ended es_ref.out)
+stop=$((ref - 4)) # no stop before it: 4 < 10 passes after the best
+timeout 120 "$PADDLE" run fl.lua "${es[@]}" --passes=$stop --checkpoint_dir=ck_res --save_dir=es_res >es_res1.out 2>&1
+run_capture timeout 120 "$PADDLE" run fl.lua "${es[@]}" --passes=1000 --checkpoint_dir=ck_res --save_dir=es_res --resume
+best=$(readlink es_ref/best); best=${best#pass-}
+if [ $rc -eq 0 ] && [ -n "$ref" ] && [ "$(ended <(echo "$out"))" = "$ref" ] && [ "$(kept es_res)" = "$(kept es_ref)" ] &&
+    grep -q "resumed at pass [0-9]*: the best test cost so far is pass $((10#$best))'s" <<<"$out"; then
+    pass early-stop-resumed
+    echo "stopped after pass $ref uninterrupted and resumed at pass $((stop - 1)); kept $(kept es_res)"
+else
+    fail early-stop-resumed "rc $rc, uninterrupted: after pass '$ref', $(kept es_ref); resumed: after pass \
+'$(ended <(echo "$out"))', $(kept es_res): $(grep -E 'resum|early stop' <<<"$out" | tail -n 3)"
+fi

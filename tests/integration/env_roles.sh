@@ -86,6 +86,51 @@ for scheme in fluid fleet mpi slurm paddleflow volcano kubeflow; do
     fi
 done
 
+# a trainer killed while the job runs ($1: sync or async), then ($2)
+# restarted on its own (a pod's restartPolicy) or not at all: the pserver
+# ends at once when it comes back (it cannot take it back), or
+# heartbeat_timeout after it left; every role says why, nothing hangs, and
+# no pass is mixed
+trainer_lost() {
+    local mode=$1 again=$2 port ps t0 t1 t1b="" rc_ps rc_t0 rc_t1b=1 i why name
+    port=$(free_port_pair 127.0.0.1)
+    role() { # ROLE_ENV... : one role of the job (run with &: its pid is the role's)
+        clean_env
+        export PADDLE_PSERVER_IPS=127.0.0.1 PADDLE_PSERVER_PORT=$port PADDLE_TRAINERS=2 "$@"
+        exec "$PADDLE" start fit_a_line.lua --passes=100000 --early_stop=0 --mode=$mode \
+            --save_dir=out_$mode$again --server_timeout=30 --heartbeat_timeout=3
+    }
+    role PADDLE_TRAINING_ROLE=PSERVER PADDLE_CURRENT_IP=127.0.0.1 >$mode$again.ps.log 2>&1 & ps=$!
+    role PADDLE_TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=0 >$mode$again.t0.log 2>&1 & t0=$!
+    role PADDLE_TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=1 >$mode$again.t1.log 2>&1 & t1=$!
+    for i in $(seq 300); do grep -q 'pass 3 done' $mode$again.t0.log && break; sleep 0.1; done
+    kill -9 $t1; wait $t1 2>/dev/null
+    if [ "$again" = _restarted ]; then
+        role PADDLE_TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=1 >$mode$again.t1b.log 2>&1 & t1b=$!
+        why="trainer 1 started again (restarted on its own?) while the job is in pass"
+    else
+        why="trainer 1 left [0-9]* s ago before it finished (its connections closed) and did not come back"
+    fi
+    for p in $ps $t0 $t1b; do timeout 60 tail --pid=$p -f /dev/null || kill -9 $p 2>/dev/null; done
+    wait $ps; rc_ps=$?
+    wait $t0; rc_t0=$?
+    if [ -n "$t1b" ]; then
+        wait $t1b; rc_t1b=$?
+        grep -q "trainer 1: pserver 0: $why" $mode$again.t1b.log && ! grep -q 'pass 0 done' $mode$again.t1b.log || rc_t1b=bad
+    fi
+    name=trainer_lost_$mode$again
+    if [ $rc_ps = 1 ] && [ $rc_t0 = 1 ] && [ $rc_t1b = 1 ] && grep -q 'pass 3 done' $mode$again.t0.log &&
+        grep -q "pserver 0: $why" $mode$again.ps.log && grep -q "trainer 0: pserver 0: $why" $mode$again.t0.log; then
+        pass $name
+    else
+        fail $name "rc pserver $rc_ps trainer 0 $rc_t0 trainer 1 again $rc_t1b: $(for f in $mode$again.*.log; do
+            echo "$f: $(tail -n 1 $f)"; done)"
+    fi
+}
+trainer_lost sync _restarted
+trainer_lost async _restarted
+trainer_lost async ""
+
 # each missing or contradictory variable is named
 clean_env
 base_tr() { clean_env; export PADDLE_TRAINING_ROLE=TRAINER PADDLE_PSERVER_IPS=127.0.0.1 PADDLE_PSERVER_PORT=7164 PADDLE_TRAINERS=2 PADDLE_TRAINER_ID=0; }

@@ -1,11 +1,12 @@
 /* test_metrics.c - the Prometheus text helpers, the launcher's reading of
  * trainer lines, the /metrics responder over a real socket, and the loss
- * curves written and read back. */
+ * curves written and read back, and early stopping resumed from them. */
 #include "test.h"
 #include "../../src/core/pd.h"
 #include "../../src/launch/jobstats.h"
 #include "../../src/launch/plan.h"
 #include "../../src/nn/curves.h"
+#include "../../src/nn/keep.h"
 #include "../../src/ps/http.h"
 
 #include <arpa/inet.h>
@@ -15,6 +16,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 PD_TEST(prom_values_and_labels)
@@ -205,4 +207,57 @@ PD_TEST(curves_write_svg_and_read_back)
     CHECK_NEAR(back.train[2 * 19 + 1], 1000.0 / 20, 1e-6);
     pd_curves_free(&back);
     pd_curves_free(&c);
+}
+
+/* A resumed run counts early stopping on from the passes of the life before
+ * (as its curves hold them), links the best of them, and keeps removing the
+ * oldest of the passes that life kept. */
+PD_TEST(keep_resume_counts_on_from_the_last_life)
+{
+    pd_recipe r;
+    memset(&r, 0, sizeof r);
+    r.passes = 20;
+    r.early_stop = 3;
+    r.keep_models = 2;
+    char dir[400], path[512];
+    snprintf(dir, sizeof dir, "%s", pd_test_dir());
+    r.save_dir = dir;
+    /* the last life kept passes 2 (the best), 4 and 5, and went on to 7
+     * past the checkpoint this life starts from (pass 6) */
+    const int kept[] = {2, 4, 5, 7};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/pass-%05d", r.save_dir, kept[i]);
+        CHECK_EQ_INT(mkdir(path, 0755), 0);
+    }
+    const double costs[] = {10, 8, 5, 6, 7, 9, 1};
+    double rows[7 * 3];
+    for (int p = 0; p < 7; p++) {
+        rows[3 * p] = 100.0 * (p + 1);
+        rows[3 * p + 1] = p;
+        rows[3 * p + 2] = costs[p];
+    }
+    pd_keep k;
+    pd_keep_init(&k, &r);
+    CHECK_EQ_INT(pd_keep_resume(&k, rows, 7, 3, 6), 0);
+    CHECK_EQ_INT(k.best_pass, 2); /* pass 6's 1 belongs to the life that this one replaces */
+    CHECK_NEAR(k.best, 5, 1e-12);
+    CHECK_EQ_INT(k.stop, 0);
+    CHECK_EQ_INT(k.nsaved, 3);
+    CHECK_EQ_INT(k.saved[0], 2);
+    CHECK_EQ_INT(k.saved[2], 5);
+    char link[64] = "";
+    snprintf(path, sizeof path, "%s/best", r.save_dir);
+    CHECK(readlink(path, link, sizeof link - 1) > 0);
+    CHECK_STR_EQ(link, "pass-00002");
+    /* pass 6 no better: 4 passes since the best, early_stop 3 */
+    CHECK_EQ_INT(pd_keep_pass(&k, 6, 9.5, NULL), 1);
+    CHECK_EQ_INT(k.stop, 1);
+    snprintf(path, sizeof path, "%s/pass-%05d", r.save_dir, 6);
+    CHECK_EQ_INT(mkdir(path, 0755), 0);
+    CHECK_EQ_INT(pd_keep_saved(&k, 6), 0);
+    snprintf(path, sizeof path, "%s/pass-00004", r.save_dir);
+    CHECK(access(path, F_OK) != 0); /* beyond the last 2, not the best */
+    snprintf(path, sizeof path, "%s/pass-00002", r.save_dir);
+    CHECK(access(path, F_OK) == 0);
+    pd_keep_free(&k);
 }
