@@ -928,7 +928,7 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     fflush(stdout);
     if (!o->resume) record_job(r, d->job_dir);
     d->resume = o->resume;
-    pd_sup_set_restarts(sup, r->restarts);
+    pd_sup_set_restarts(sup, r->restarts, r->checkpoint_dir != NULL);
     pd_sup_set_heartbeat(sup, r->heartbeat_timeout);
     if (pd_sup_serve_metrics(sup, r, NULL) < 0) { /* every interface: Prometheus scrapes from elsewhere */
         fprintf(stderr, "paddle: %s\n", pd_err_msg());

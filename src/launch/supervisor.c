@@ -96,6 +96,7 @@ struct pd_sup {
     int upstream_fd;        /* the agent's channel to the launcher, or -1 */
     int log_server, log_train;
     int restarts, nrestarts;  /* restarts allowed (job.restarts), done */
+    int checkpoints;          /* a restart goes on from the last checkpoint (else from the start) */
     double hb_timeout;        /* launcher: a node silent this long is dead (0: never) */
     double hb_period, next_hb; /* node agent: heartbeat every hb_period seconds (0: none) */
     pd_progress *board;       /* the job's progress (nn/progress.h), or NULL (a node's agent) */
@@ -179,9 +180,10 @@ int pd_sup_signalled(void)
     return sig_seen;
 }
 
-void pd_sup_set_restarts(pd_sup *s, int restarts)
+void pd_sup_set_restarts(pd_sup *s, int restarts, int checkpoints)
 {
     s->restarts = restarts > 0 ? restarts : 0;
+    s->checkpoints = checkpoints;
 }
 
 void pd_sup_set_progress(pd_sup *s, pd_progress *board)
@@ -635,7 +637,8 @@ static int restart_job(pd_sup *s, member *m)
 {
     char next[128];
     s->nrestarts++;
-    snprintf(next, sizeof next, "restarting the job from its last checkpoint (restart %d of %d)", s->nrestarts,
+    snprintf(next, sizeof next, "restarting the job from %s (restart %d of %d)",
+             s->checkpoints ? "its last checkpoint" : "its first pass (no settings.checkpoint_dir)", s->nrestarts,
              s->restarts);
     say_failed(s, m, next);
     pd_sup_stop_all(s);
@@ -991,7 +994,7 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
                r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "", r->mode,
                o->resume ? ", resumed from its last checkpoint" : "");
         fflush(stdout);
-        pd_sup_set_restarts(s, r->restarts); /* on a node, restarts are the launcher's */
+        pd_sup_set_restarts(s, r->restarts, r->checkpoint_dir != NULL); /* on a node, restarts are the launcher's */
         if (pd_sup_serve_metrics(s, r, "127.0.0.1") < 0) {
             fprintf(stderr, "paddle: %s\n", pd_err_msg());
             goto out;

@@ -71,8 +71,10 @@ void pd_sup_feed(pd_sup *s, int m, const char *buf, size_t n);
  * start them from the last checkpoint). */
 int pd_sup_run(pd_sup *s);
 #define PD_SUP_RESTART 3
-/* Restart the job this many times (job.restarts) before a failure ends it. */
-void pd_sup_set_restarts(pd_sup *s, int restarts);
+/* Restart the job this many times (job.restarts) before a failure ends it;
+ * checkpoints: the recipe sets settings.checkpoint_dir (a restart goes on
+ * from the last one; without, from the first pass). */
+void pd_sup_set_restarts(pd_sup *s, int restarts, int checkpoints);
 /* The launcher: a node whose agent wrote nothing (not even its heartbeat)
  * for this many seconds is dead (settings.heartbeat_timeout; 0: never). */
 void pd_sup_set_heartbeat(pd_sup *s, double timeout);

@@ -61,7 +61,7 @@ if start $long --restarts=1; then
     resumed=$(role_pid --trainer_id=0)
     resumed=$([ -n "$resumed" ] && tr '\0' ' ' 2>/dev/null <"/proc/$resumed/cmdline" | grep -c -- '--resume ')
     finishes trainer_restart
-    if [ "$rc" -eq 0 ] && grep -q '^paddle: trainer 1 was killed by signal 9 (Killed); restarting the job from its last checkpoint (restart 1 of 1)$' job.out &&
+    if [ "$rc" -eq 0 ] && grep -q '^paddle: trainer 1 was killed by signal 9 (Killed); restarting the job from its first pass (no settings.checkpoint_dir) (restart 1 of 1)$' job.out &&
        grep -q 'job done' job.out && [ "$resumed" = 1 ]; then
         pass killed_trainer_restarted_job_completes
     else
@@ -74,7 +74,7 @@ fi
 if start $long --restarts=1; then
     kill_role --pserver_id=1
     finishes pserver_restart
-    if [ "$rc" -eq 0 ] && grep -q '^paddle: pserver 1 was killed by signal 9 (Killed); restarting the job from its last checkpoint (restart 1 of 1)$' job.out &&
+    if [ "$rc" -eq 0 ] && grep -q '^paddle: pserver 1 was killed by signal 9 (Killed); restarting the job from its first pass (no settings.checkpoint_dir) (restart 1 of 1)$' job.out &&
        grep -q 'job done' job.out; then
         pass killed_pserver_restarted_job_completes
     else

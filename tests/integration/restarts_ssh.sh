@@ -69,7 +69,7 @@ if start --passes=2500 --restarts=1; then
     r=$(role_pid --pserver_id=1)
     resumed=$([ -n "$r" ] && tr '\0' ' ' 2>/dev/null <"/proc/$r/cmdline" | grep -c -- '--resume ')
     finishes
-    if [ "$rc" -eq 0 ] && grep -q '^paddle: pserver 1 on 127.0.0.3 was killed by signal 9 (Killed); restarting the job from its last checkpoint (restart 1 of 1)$' job.out &&
+    if [ "$rc" -eq 0 ] && grep -q '^paddle: pserver 1 on 127.0.0.3 was killed by signal 9 (Killed); restarting the job from its first pass (no settings.checkpoint_dir) (restart 1 of 1)$' job.out &&
        grep -q 'job done' job.out && [ "$resumed" = 1 ] && [ "$(jobdirs)" -eq 2 ]; then
         pass remote_pserver_killed_job_restarts_completes
     else
@@ -83,7 +83,7 @@ fi
 if start --passes=2500 --restarts=1; then
     kill -9 $(session_pids 3)
     finishes
-    if [ "$rc" -eq 0 ] && grep -q '127.0.0.3.*restarting the job from its last checkpoint (restart 1 of 1)' job.out &&
+    if [ "$rc" -eq 0 ] && grep -q '127.0.0.3.*restarting the job from its first pass (no settings.checkpoint_dir) (restart 1 of 1)' job.out &&
        grep -q 'job done' job.out; then
         pass dropped_connection_restarted_there
     else
