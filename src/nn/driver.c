@@ -297,6 +297,11 @@ static int end_pass(pd_driver *d, pass_state *s, pd_keep *keep)
     if (ops->pass_end && (rc = ops->pass_end(d->ctx, d->net, s->pass)) < 0) return rc;
     double secs = pd_now() - s->t0;
     if (d->save && ops->sync_model && (rc = ops->sync_model(d->ctx, d->net)) < 0) return rc;
+    if (s->skip > 0 && s->batch > s->skip)
+        PD_INFO("pass %d was resumed after its batch %d: the train cost below is of batches %d to %d, trained since "
+                "the restart", s->pass, s->skip, s->skip + 1, s->batch);
+    else if (s->skip > 0)
+        PD_INFO("pass %d: its batches were all trained before the restart, so it has no train cost here", s->pass);
     double *tested = pd_xcalloc((size_t)d->r->nmetrics + 1, sizeof *tested);
     rc = pd_pass_end(d->net, d->save ? d->test : NULL, keep, d->save, s->pass, s->samples, secs, s->sum, tested);
     if (rc == 0 && s->curves) draw_curves(d, s, tested);
