@@ -102,31 +102,30 @@ int pd_keep_saved(pd_keep *k, int pass)
     return rc;
 }
 
-static int by_number(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
 int pd_keep_resume(pd_keep *k, const double *rows, int nrows, int width, int start_pass)
 {
+    /* each pass's last row (a pass run twice, in two lives, has two) */
+    int *last = pd_xmalloc(((size_t)start_pass + 1) * sizeof *last);
+    for (int p = 0; p < start_pass; p++) last[p] = -1;
     for (int i = 0; i < nrows; i++) {
-        const double *row = rows + (size_t)i * (size_t)width;
-        if (row[1] >= 0 && row[1] < start_pass) pd_keep_pass(k, (int)row[1], row[2], width > 3 ? row + 3 : NULL);
+        double p = rows[(size_t)i * (size_t)width + 1];
+        if (p >= 0 && p < start_pass) last[(int)p] = i;
     }
+    /* the passes the last life saved and kept: those the replay saves whose
+     * directory is still there (not another run's of other pass numbers) */
+    for (int p = 0; p < start_pass; p++) {
+        if (last[p] < 0) continue;
+        const double *row = rows + (size_t)last[p] * (size_t)width;
+        if (!pd_keep_pass(k, p, row[2], width > 3 ? row + 3 : NULL)) continue;
+        char *dir = pd_xasprintf("%s/pass-%05d", k->r->save_dir, p);
+        if (access(dir, F_OK) == 0) {
+            PD_GROW(&k->saved, &k->cap_saved, k->nsaved + 1);
+            k->saved[k->nsaved++] = p;
+        }
+        free(dir);
+    }
+    free(last);
     k->improved = k->stop = 0;
-    /* the passes the last life kept, oldest first */
-    DIR *d = opendir(k->r->save_dir);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        int pass, used = 0;
-        if (sscanf(e->d_name, "pass-%d%n", &pass, &used) != 1 || e->d_name[used] || pass < 0 || pass >= start_pass)
-            continue;
-        PD_GROW(&k->saved, &k->cap_saved, k->nsaved + 1);
-        k->saved[k->nsaved++] = pass;
-    }
-    if (d) closedir(d);
-    qsort(k->saved, (size_t)k->nsaved, sizeof *k->saved, by_number);
     if (k->best_pass < 0) return 0;
     PD_INFO("resumed at pass %d: the best %s so far is pass %d's (%.6g), %d pass%s ago", start_pass, pd_keep_what(k),
             k->best_pass, k->best, start_pass - k->best_pass, start_pass - k->best_pass > 1 ? "es" : "");

@@ -153,6 +153,7 @@ typedef struct server {
     uint8_t *seen;          /* trainer connected at least once */
     uint8_t *asked;         /* per trainer and port: READY asked there (twice: a new process) */
     int fatal, fatal_slot;  /* the job can't go on: end with fatal_why (an error code) */
+    long moved;             /* frames of this life that changed the job (pushes, pass ends, saves) */
     char fatal_why[400];
     long rows_pulled, rows_pushed;  /* sparse rows moved (this pass) */
     double pass_started;
@@ -1028,15 +1029,17 @@ static void send_ready(server *s, waiter w)
 }
 
 /* Trainer T, started before, asks to start again: a new process (its old
- * one died, and something restarted it on its own). While nothing was
- * trained yet it may; once the job moved on there is no place for it: its
- * data position and its part of the steps in flight went with the old
- * process, and taking it back at the start would mix passes on the pservers
- * (and hang the job). Ends this pserver, naming why, so that the whole job
- * restarts, as `paddle run` restarts it. Returns 1 when refused. */
+ * one died, and something restarted it on its own). While no trainer sent
+ * anything that changes the job (in this pserver's life: a resumed one
+ * gives the same start again) it may; once the job moved on there is no
+ * place for it: its data position and its part of the steps in flight
+ * went with the old process, and taking it back at the start would mix
+ * passes on the pservers (and hang the job). Ends this pserver, naming why,
+ * so that the whole job restarts, as `paddle run` restarts it. Returns 1
+ * when refused. */
 static int rejoin_refused(server *s, int slot, int T)
 {
-    if (s->updates == 0 && s->pass == 0) return 0;
+    if (s->moved == 0) return 0;
     snprintf(s->fatal_why, sizeof s->fatal_why,
              "trainer %d started again (restarted on its own?) while the job is in pass %d, %ld updates in: a "
              "running job cannot take back a trainer that restarted alone; pserver %d ends so that the whole job "
@@ -1328,6 +1331,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
                 s->pass_started = pd_now();
             }
         }
+        if (s->finished[T]) return pd_err_set(PD_EPROTO, "trainer %d finished already: nothing is left for it", T);
         /* a trainer asks once on each port: a second ask is a new process */
         uint8_t *asked = &s->asked[(size_t)T * MAX_LISTEN + (size_t)c->port_index];
         if (*asked && rejoin_refused(s, slot, T)) return 0;
@@ -1618,6 +1622,13 @@ static int trainer_still_here(const server *s, int t, int slot)
     return 0;
 }
 
+/* Frames that, taken, change the job (rejoin_refused) */
+static int changes_job(int type)
+{
+    return type == PD_MSG_PUSH_BLOCK || type == PD_MSG_PUSH_ROWS || type == PD_MSG_PUSH_KEYS ||
+           type == PD_MSG_PASS_END || type == PD_MSG_SAVE || type == PD_MSG_DECIDE;
+}
+
 static void on_readable(server *s, int slot)
 {
     sconn *c = &s->conns[slot];
@@ -1640,6 +1651,7 @@ static void on_readable(server *s, int slot)
         }
         if (rc == 0) break;
         int frc = on_frame(s, slot, &f);
+        if (frc == 0 && changes_job(f.type)) s->moved++;
         if (frc < 0) {
             /* an authenticated peer is told why; an unauthenticated one
              * got its answer from the handshake, if any */
@@ -1709,7 +1721,7 @@ static int heartbeats(server *s)
     }
     /* a trainer that started and left (every connection closed) before it
      * finished cannot come back (rejoin_refused): the job cannot finish */
-    for (int t = 0; s->ready && t < s->o->ntrainers; t++) {
+    for (int t = 0; t < s->o->ntrainers; t++) {
         if (!s->seen[t] || s->finished[t] || now - s->last_heard[t] <= s->hb_timeout ||
             trainer_still_here(s, t, -1))
             continue;

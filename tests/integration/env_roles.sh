@@ -92,13 +92,14 @@ done
 # heartbeat_timeout after it left; every role says why, nothing hangs, and
 # no pass is mixed
 trainer_lost() {
-    local mode=$1 again=$2 port ps t0 t1 t1b="" rc_ps rc_t0 rc_t1b=1 i why name
+    local mode=$1 again=$2 port ps t0 t1 t1b="" rc_ps rc_t0 rc_t1b=1 i why name hb=3
     port=$(free_port_pair 127.0.0.1)
+    [ "$again" = _restarted ] && hb=10 # the restarted one connects well within it
     role() { # ROLE_ENV... : one role of the job (run with &: its pid is the role's)
         clean_env
         export PADDLE_PSERVER_IPS=127.0.0.1 PADDLE_PSERVER_PORT=$port PADDLE_TRAINERS=2 "$@"
         exec "$PADDLE" start fit_a_line.lua --passes=100000 --early_stop=0 --mode=$mode \
-            --save_dir=out_$mode$again --server_timeout=30 --heartbeat_timeout=3
+            --save_dir=out_$mode$again --server_timeout=30 --heartbeat_timeout=$hb
     }
     role PADDLE_TRAINING_ROLE=PSERVER PADDLE_CURRENT_IP=127.0.0.1 >$mode$again.ps.log 2>&1 & ps=$!
     role PADDLE_TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=0 >$mode$again.t0.log 2>&1 & t0=$!

@@ -229,16 +229,18 @@ PD_TEST(keep_resume_counts_on_from_the_last_life)
         snprintf(path, sizeof path, "%s/pass-%05d", r.save_dir, kept[i]);
         CHECK_EQ_INT(mkdir(path, 0755), 0);
     }
+    /* a life before the last one tested pass 2 at 1 and was cut off
+     * before its checkpoint: its row comes first, the last life's counts */
     const double costs[] = {10, 8, 5, 6, 7, 9, 1};
-    double rows[7 * 3];
+    double rows[8 * 3] = {50, 2, 1};
     for (int p = 0; p < 7; p++) {
-        rows[3 * p] = 100.0 * (p + 1);
-        rows[3 * p + 1] = p;
-        rows[3 * p + 2] = costs[p];
+        rows[3 * (p + 1)] = 100.0 * (p + 1);
+        rows[3 * (p + 1) + 1] = p;
+        rows[3 * (p + 1) + 2] = costs[p];
     }
     pd_keep k;
     pd_keep_init(&k, &r);
-    CHECK_EQ_INT(pd_keep_resume(&k, rows, 7, 3, 6), 0);
+    CHECK_EQ_INT(pd_keep_resume(&k, rows, 8, 3, 6), 0);
     CHECK_EQ_INT(k.best_pass, 2); /* pass 6's 1 belongs to the life that this one replaces */
     CHECK_NEAR(k.best, 5, 1e-12);
     CHECK_EQ_INT(k.stop, 0);
