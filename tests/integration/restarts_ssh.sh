@@ -116,8 +116,13 @@ fi
 #    every agent and role with --resume
 rm -rf ws/.paddle
 expect_error resume_nothing_recorded 2 'nothing to resume' "$PADDLE" run ws/job.lua --resume
-if start --passes=1000000; then
+if start --passes=1000000 --checkpoint_dir=ckpt; then
     first=$(grep -o 'job directory JOB[^ ]*' job.out | head -n 1)
+    # a checkpoint_dir inside each host's job directory cannot be resumed
+    # from across hosts: said at the start
+    if grep -q '^paddle: warning: settings.checkpoint_dir "ckpt" is inside each host.s job directory: .*shared filesystem)$' job.out
+    then pass relative_checkpoint_dir_over_hosts_warned
+    else fail relative_checkpoint_dir_over_hosts_warned "$(grep '^paddle' job.out | head -n 3)"; fi
     kill -9 "$launcher"; wait "$launcher" 2>/dev/null
     no_leftovers >/dev/null
     if start --passes=1000000 --resume; then
