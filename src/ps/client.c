@@ -636,6 +636,12 @@ static int on_ready(pd_client *c, pd_net *net, int server, pd_frame *f, void *ct
         c->resume_step = step;
         c->resume_pass = step < 0 ? 0 : (int)f->a;
         c->resume_batch = step < 0 ? 0 : (int)f->b;
+    } else if ((step < 0) != (c->resume_step < 0)) {
+        return pd_err_set(PD_EDATA,
+                          "pserver %d %s while another %s: one checkpoint_dir for every host? (over several hosts "
+                          "it must be storage every host sees, docs/faults.md)",
+                          server, step < 0 ? "found no complete checkpoint" : "resumed from a checkpoint",
+                          step < 0 ? "resumed from one" : "found none");
     } else if (step != c->resume_step || (step >= 0 && ((int)f->a != c->resume_pass || (int)f->b != c->resume_batch))) {
         return pd_err_set(PD_EDATA,
                           "the pservers did not resume from the same checkpoint (pserver %d: step %ld, "
