@@ -865,8 +865,6 @@ static void start_progress(pd_progress *board, const pd_recipe *r, const pd_plan
     }
 }
 
-/* Deploy, then supervise the agents: Ctrl+C, a failed node and the end are
- * the supervisor's (pd_sup_run), as in local mode. */
 /* A job over several hosts: a relative checkpoint_dir lies inside each
  * host's job directory, where no checkpoint is ever whole. */
 static void warn_checkpoint_dir(const pd_recipe *r)
@@ -879,6 +877,8 @@ static void warn_checkpoint_dir(const pd_recipe *r)
            r->checkpoint_dir);
 }
 
+/* Deploy, then supervise the agents: Ctrl+C, a failed node and the end are
+ * the supervisor's (pd_sup_run), as in local mode. */
 int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
 {
     deploy d_, *d = &d_;
