@@ -849,7 +849,8 @@ static int cmd_k8s(int argc, char **argv)
     rest[n++] = argv[0];
     for (int i = 1; i < argc && rc == 0; i++) {
         const char **slot = !strcmp(argv[i], "--image") ? &o.image : !strcmp(argv[i], "--name") ? &o.name
-                          : !strcmp(argv[i], "--namespace") ? &o.namespace_ : NULL;
+                          : !strcmp(argv[i], "--namespace") ? &o.namespace_
+                          : !strcmp(argv[i], "--checkpoint_claim") ? &o.checkpoint_claim : NULL;
         if (slot && i + 1 < argc) *slot = argv[++i];
         else if (slot) rc = 2, fprintf(stderr, "paddle k8s: %s needs a value\n", argv[i]);
         else if (!strcmp(argv[i], "--kubeflow")) o.kubeflow = 1;
@@ -1014,7 +1015,8 @@ static const command commands[] = {
      "secret comes from PADDLE_JOB_SECRET (64 hex digits) or PADDLE_JOB_SECRET_FILE,\n"
      "the same for every role. A missing or contradictory variable is an error\n"
      "naming it.\n"},
-    {"k8s", cmd_k8s, "RECIPE [--image IMAGE] [--name JOB] [--namespace NS] [--kubeflow | --pod] [--key=value ...]",
+    {"k8s", cmd_k8s, "RECIPE [--image IMAGE] [--name JOB] [--namespace NS] [--kubeflow | --pod] "
+                     "[--checkpoint_claim CLAIM] [--key=value ...]",
      "Print Kubernetes manifests that run the job (kubectl apply -f -).",
      "A Secret with a new job secret, a ConfigMap with the recipe and the small files\n"
      "it reads, a headless Service and a StatefulSet for the pservers, and the\n"
@@ -1023,7 +1025,11 @@ static const command commands[] = {
      "instead (the rendezvous forms the job). --pod: one Pod with every role as a\n"
      "container on localhost, for `podman kube play`. --key=value is passed on to\n"
      "every role. The model lands in /output of trainer 0 (an emptyDir: mount a\n"
-     "volume there to keep it). docs/engines.md has the details.\n"},
+     "volume there to keep it). A recipe with settings.checkpoint_dir needs\n"
+     "--checkpoint_claim CLAIM (a ReadWriteMany PersistentVolumeClaim, mounted at\n"
+     "/checkpoint in every pod; --pod shares an emptyDir); every role then runs\n"
+     "with --resume, so a role Kubernetes restarts continues from the last complete\n"
+     "checkpoint. docs/engines.md has the details.\n"},
     {"gen", cmd_gen, "movielens|criteo --out DIR [--seed N] [--ratings N] [--users N] [--movies N] [--rows N]",
      "Write a synthetic data set shaped like a real one, with a planted structure.",
      "movielens: users.dat, movies.dat and ratings.dat as MovieLens-1M (Latin-1,\n"

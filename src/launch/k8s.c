@@ -15,6 +15,7 @@
 #define FILE_LIMIT (256 << 10)      /* one file of the ConfigMap */
 #define TOTAL_LIMIT (900 << 10)     /* a ConfigMap holds at most 1 MiB */
 #define MAX_FILES 64
+#define CKPT_MOUNT "/checkpoint"    /* where every role mounts the checkpoint volume */
 
 typedef struct wfile {
     char key[256], path[512];
@@ -171,6 +172,8 @@ static void container(FILE *f, const job *j, const char *in, const char *name, c
         fputs(", ", f);
         q(f, j->o->args[i]);
     }
+    if (j->r->checkpoint_dir) /* after the user's: the volume is there */
+        fprintf(f, ", \"--checkpoint_dir=" CKPT_MOUNT "/%s\", \"--resume\"", j->name);
     fprintf(f, "]\n%s  env:\n", in);
     if (j->o->pod) fprintf(f, "%s  - {name: PADDLE_JOB_SECRET, value: \"%s\"}\n", in, j->secret);
     else fprintf(f, "%s  - name: PADDLE_JOB_SECRET\n%s    valueFrom: {secretKeyRef: {name: %s-secret, key: "
@@ -185,6 +188,7 @@ static void container(FILE *f, const job *j, const char *in, const char *name, c
                     slash ? (int)(slash - j->files[i].path) : 0, j->files[i].path);
     }
     fprintf(f, "%s  - {name: output, mountPath: /output}\n", in);
+    if (j->r->checkpoint_dir) fprintf(f, "%s  - {name: checkpoint, mountPath: " CKPT_MOUNT "}\n", in);
 }
 
 /* --pod: podman 4 makes no subdirectories for a ConfigMap's items, so each
@@ -198,6 +202,22 @@ static int dir_first(const job *j, int i)
         if ((!sa && !sb) || (sa && sb && sa - a == sb - b && strncmp(a, b, (size_t)(sa - a)) == 0)) return 0;
     }
     return 1;
+}
+
+/* The model's emptyDir, and the checkpoints' volume: the claim every pod
+ * mounts, or with --pod an emptyDir that the pod's containers share and
+ * that outlives a container's restart. */
+static void output_volumes(FILE *f, const job *j, const char *in)
+{
+    fprintf(f, "%s- name: output\n%s  emptyDir: {}\n", in, in);
+    if (!j->r->checkpoint_dir) return;
+    if (j->o->checkpoint_claim) {
+        fprintf(f, "%s- name: checkpoint\n%s  persistentVolumeClaim: {claimName: ", in, in);
+        q(f, j->o->checkpoint_claim);
+        fputs("}\n", f);
+    } else {
+        fprintf(f, "%s- name: checkpoint\n%s  emptyDir: {}\n", in, in);
+    }
 }
 
 static void pod_volumes(FILE *f, const job *j, const char *in)
@@ -216,7 +236,7 @@ static void pod_volumes(FILE *f, const job *j, const char *in)
             if (same) fprintf(f, "%s    - {key: %s, path: \"%s\"}\n", in, j->files[k].key, sb ? sb + 1 : b);
         }
     }
-    fprintf(f, "%s- name: output\n%s  emptyDir: {}\n", in, in);
+    output_volumes(f, j, in);
 }
 
 static void volumes(FILE *f, const job *j, const char *in)
@@ -226,7 +246,7 @@ static void volumes(FILE *f, const job *j, const char *in)
             in, in, j->name, in);
     for (int i = 0; i < j->nfiles; i++)
         fprintf(f, "%s    - {key: %s, path: \"%s\"}\n", in, j->files[i].key, j->files[i].path);
-    fprintf(f, "%s- name: output\n%s  emptyDir: {}\n", in, in);
+    output_volumes(f, j, in);
 }
 
 /* Fleet's variables for role kind ("PSERVER" or "TRAINER"), at indent. */
@@ -256,7 +276,7 @@ static char *fleet_env(const job *j, const char *in, const char *kind, int k)
 static void pod(FILE *f, const job *j)
 {
     meta(f, j, "Pod", "v1", "");
-    fprintf(f, "spec:\n  restartPolicy: Never\n  containers:\n");
+    fprintf(f, "spec:\n  restartPolicy: %s\n  containers:\n", j->r->restarts > 0 ? "OnFailure" : "Never");
     for (int k = 0; k < j->r->pservers + j->r->trainers; k++) {
         int ps = k < j->r->pservers, id = ps ? k : k - j->r->pservers;
         char name[64], *env = fleet_env(j, "  ", ps ? "PSERVER" : "TRAINER", id);
@@ -284,13 +304,23 @@ static void pserver_workloads(FILE *f, const job *j)
     volumes(f, j, "      ");
 }
 
+/* The Job's backoffLimit counts every restart of every trainer's
+ * container. One fault restarts each trainer once or twice: the one that
+ * failed, and every other when the pservers end; a trainer that reaches a
+ * pserver not yet ended is refused and restarts once more. So job.restarts
+ * faults take up to 2 x trainers restarts each. */
+static int backoff_limit(const job *j)
+{
+    return j->r->restarts * 2 * j->r->trainers;
+}
+
 static void trainer_job(FILE *f, const job *j)
 {
     meta(f, j, "Job", "batch/v1", "-trainer");
     fprintf(f, "spec:\n  completionMode: Indexed\n  completions: %d\n  parallelism: %d\n  backoffLimit: %d\n"
                "  template:\n    metadata:\n      labels: {app: paddle, paddle-job: %s, paddle-role: trainer}\n"
                "    spec:\n      restartPolicy: %s\n      containers:\n", j->r->trainers, j->r->trainers,
-            j->r->restarts, j->name, j->r->restarts > 0 ? "OnFailure" : "Never");
+            backoff_limit(j), j->name, j->r->restarts > 0 ? "OnFailure" : "Never");
     char *env = fleet_env(j, "      ", "TRAINER", 0);
     container(f, j, "      ", "trainer", env);
     free(env);
@@ -344,6 +374,13 @@ int pd_k8s_print(FILE *f, const pd_recipe *r, const pd_k8s_opts *o)
     j->nports = r->ports_num + r->ports_num_for_sparse;
     job_name(j);
     int rc = pd_secret_new(s);
+    if (rc == 0 && r->checkpoint_dir && !o->pod && !o->checkpoint_claim)
+        rc = pd_err_set(PD_EINVAL, "%s: settings.checkpoint_dir = %s: under Kubernetes the checkpoints need a "
+                        "volume every pod mounts: create a ReadWriteMany PersistentVolumeClaim and name it with "
+                        "--checkpoint_claim CLAIM (it is mounted at " CKPT_MOUNT ")", r->path, r->checkpoint_dir);
+    if (rc == 0 && o->checkpoint_claim && !r->checkpoint_dir)
+        rc = pd_err_set(PD_EINVAL, "--checkpoint_claim %s: %s sets no settings.checkpoint_dir, so the job writes "
+                        "no checkpoints (set one, e.g. --checkpoint_dir=ckpt)", o->checkpoint_claim, r->path);
     if (rc == 0) rc = collect(j);
     if (rc == 0) {
         pd_hex(s, PD_SECRET, j->secret);

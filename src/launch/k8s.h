@@ -9,6 +9,12 @@
  * controller sets PADDLE_MASTER and the counts; the rendezvous forms the
  * job). pod: one Pod holding every role as a container on localhost (for
  * `podman kube play`), with the ConfigMap and the secret inline.
+ *
+ * A recipe with settings.checkpoint_dir gets a volume at /checkpoint in
+ * every role (the claim named by checkpoint_claim; an emptyDir the pod's
+ * containers share with pod), checkpoint_dir /checkpoint/NAME and --resume,
+ * so that a role Kubernetes starts again continues from the last complete
+ * checkpoint. Without a claim (and not pod) that is an error.
  */
 #ifndef PD_K8S_H
 #define PD_K8S_H
@@ -19,6 +25,7 @@
 
 typedef struct pd_k8s_opts {
     const char *image, *name, *namespace_;
+    const char *checkpoint_claim; /* a PersistentVolumeClaim every pod mounts at /checkpoint, or NULL */
     const char *const *args;   /* extra arguments of `paddle start` (--key=value) */
     int nargs;
     int kubeflow, pod;

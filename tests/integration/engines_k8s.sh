@@ -30,10 +30,33 @@ grep -q 'replicas: 2' default.yaml && grep -q 'completionMode: Indexed' default.
     grep -q 'secretKeyRef: {name: fit-secret' default.yaml && grep -q 'namespace: ml' default.yaml &&
     grep -q 'restartPolicy: Never' default.yaml && pass k8s_manifest_content ||
     fail k8s_manifest_content "$(head -c 600 default.yaml)"
-# job.restarts = 2: the trainers restart on failure, twice at most
+# job.restarts = 2: the trainers restart on failure; one fault restarts
+# each of the 2 trainers up to twice, so the Job allows 2 x 2 x 2
 "$PADDLE" k8s fit_a_line.lua --restarts=2 >restarts.yaml 2>&1
-grep -q 'restartPolicy: OnFailure' restarts.yaml && grep -q 'backoffLimit: 2' restarts.yaml &&
+grep -q 'restartPolicy: OnFailure' restarts.yaml && grep -q 'backoffLimit: 8' restarts.yaml &&
     pass k8s_restarts || fail k8s_restarts "$(grep -E 'restartPolicy|backoffLimit|paddle' restarts.yaml)"
+# checkpoints: refused without a volume every pod mounts (naming the key and
+# the way out); with --checkpoint_claim every role mounts the claim at
+# /checkpoint and runs with --resume, and the manifests still validate
+run_capture "$PADDLE" k8s fit_a_line.lua --checkpoint_dir=ckpt
+[ $rc -ne 0 ] && [[ "$out" == *"settings.checkpoint_dir = ckpt"*"--checkpoint_claim CLAIM"* ]] &&
+    pass k8s_checkpoint_needs_claim || fail k8s_checkpoint_needs_claim "rc $rc: $out"
+run_capture "$PADDLE" k8s fit_a_line.lua --checkpoint_claim ckpt-pvc
+[ $rc -ne 0 ] && [[ "$out" == *"sets no settings.checkpoint_dir"* ]] &&
+    pass k8s_claim_needs_checkpoint || fail k8s_claim_needs_checkpoint "rc $rc: $out"
+ok=1
+for mode in default kubeflow; do
+    flag=--$mode; [ $mode = default ] && flag=
+    "$PADDLE" k8s fit_a_line.lua $flag --name fit --checkpoint_dir=ckpt --checkpoint_claim ckpt-pvc \
+        --restarts=1 >"ckpt_$mode.yaml" 2>&1 || ok=0
+    run_capture validate "ckpt_$mode.yaml"
+    [ $rc -eq 0 ] || ok=0
+    roles=$(grep -c 'args: \[start' "ckpt_$mode.yaml")
+    [ "$(grep -c '"--checkpoint_dir=/checkpoint/fit", "--resume"\]' "ckpt_$mode.yaml")" -eq "$roles" ] &&
+        [ "$(grep -c 'name: checkpoint, mountPath: /checkpoint}' "ckpt_$mode.yaml")" -eq "$roles" ] &&
+        [ "$(grep -c 'persistentVolumeClaim: {claimName: "ckpt-pvc"}' "ckpt_$mode.yaml")" -eq "$roles" ] || ok=0
+done
+[ $ok = 1 ] && pass k8s_checkpoint_claim || fail k8s_checkpoint_claim "$out $(grep -E 'args|checkpoint' ckpt_*.yaml)"
 # the validator is not a rubber stamp
 sed 's/replicas: 2/replicas: two/' default.yaml >bad.yaml
 run_capture validate bad.yaml

@@ -3,8 +3,11 @@
 # roles addressing each other by container name with the Fleet variables
 # (as a paddle-operator pod sees them), and the model lands on trainer 0's
 # volume. Then `paddle k8s --pod` renders the same roles as one Pod that
-# runs to completion under `podman kube play`. The containers, pod, network
-# and image tag the test made are removed.
+# runs to completion under `podman kube play`; and, with checkpoints and
+# job.restarts, a trainer killed in that Pod is restarted by podman (the
+# Pod's restartPolicy), every role starts again with --resume, and the job
+# ends with the parameters of an uninterrupted run. The containers, pods,
+# network and image tag the test made are removed.
 . "$ROOT/tests/integration/engines_lib.sh"
 engines_workspace || { fail engines_workspace "recipes/prepare.sh failed"; exit 0; }
 if ! command -v podman >/dev/null; then
@@ -26,6 +29,7 @@ net=pdnet-$tag
 names=() # every container the test made, for cleanup
 cleanup() {
     podman kube down pod.yaml >/dev/null 2>&1
+    podman kube down restart.yaml >/dev/null 2>&1
     podman rm -f -t 0 "${names[@]}" >/dev/null 2>&1
     podman network rm -f "$net" >/dev/null 2>&1
     podman rmi -f "$image" >/dev/null 2>&1
@@ -106,6 +110,62 @@ else
         fail kube_play_pod "state $st, exit codes: $codes; $(tail -n 3 <<<"$logs") $(head -c 300 <<<"$out")"
     fi
 fi
+
+# pod_exited POD: waits (60 s at most) for every container of POD to end
+pod_exited() {
+    local _
+    for _ in $(seq 1 120); do
+        [ "$(podman pod inspect "$1" --format '{{.State}}' 2>/dev/null)" = Exited ] && return 0
+        sleep 0.5
+    done
+    return 1
+}
+
+# the Pod again with checkpoints and 2 restarts: trainer 1 killed at pass
+# 600 of 2000; podman restarts it, the pservers refuse it and end, every
+# role starts again with --resume from /checkpoint, and trainer 0's last
+# model equals that of the same job never interrupted (sync mode)
+kube_play_restart() {
+    local pod=pdr-$tag i pid st codes r1
+    local args=(--passes=2000 --early_stop=0 --checkpoint_dir=ckpt --checkpoint_period=500 --server_timeout=60)
+    run_capture "$PADDLE" k8s fit_a_line.lua --pod --image "$image" --name "$pod" --restarts=2 "${args[@]}"
+    [ $rc -eq 0 ] || { why="paddle k8s --pod: rc $rc: $out"; return 1; }
+    printf '%s\n' "$out" >restart.yaml
+    grep -q 'restartPolicy: OnFailure' restart.yaml && grep -q '"--resume"' restart.yaml ||
+        { why="no OnFailure or --resume in: $(grep -E 'restartPolicy|args' restart.yaml)"; return 1; }
+    run_capture timeout 60 podman kube play restart.yaml
+    [ $rc -eq 0 ] || { why="podman kube play: rc $rc: $out"; return 1; }
+    for i in $(seq 1 300); do
+        podman logs "$pod-trainer-0" 2>&1 | grep -q 'pass 600 done' && break
+        sleep 0.2
+    done
+    pid=$(podman inspect "$pod-trainer-1" --format '{{.State.Pid}}' 2>/dev/null)
+    st=$(podman inspect "$pod-trainer-0" --format '{{.State.Status}}' 2>/dev/null)
+    if [ "$st" != running ] || [ -z "$pid" ] || [ "$pid" = 0 ]; then
+        why="trainer 1 was not there to kill at pass 600 (trainer 0 $st, pid '$pid'): $(podman logs "$pod-trainer-0" 2>&1 | tail -n 2)"
+        return 1
+    fi
+    kill -9 "$pid"
+    pod_exited "$pod" || { why="the pod did not end within 60 s of the kill"; return 1; }
+    codes=$(podman ps -a --filter pod="$pod" --format '{{.Names}}={{.ExitCode}}' | grep -v infra | tr '\n' ' ')
+    r1=$(podman inspect "$pod-trainer-1" --format '{{.RestartCount}}')
+    rm -rf got && mkdir got && podman cp "$pod-trainer-0:/output/output/pass-01999/fc_0.w_0.npy" got/ 2>/dev/null
+    "$PADDLE" run fit_a_line.lua "${args[@]}" --checkpoint_dir=ref_ckpt --save_dir=ref >ref.log 2>&1
+    why="exit codes $codes, trainer 1 restarted $r1 times"
+    grep -q '=[1-9]' <<<"$codes" && return 1
+    [ "${r1:-0}" -ge 1 ] || return 1
+    podman logs "$pod-pserver-0" 2>&1 | grep -q "pserver 0: trainer 1 started again" ||
+        { why="$why; pserver 0 did not refuse the restarted trainer"; return 1; }
+    podman logs "$pod-pserver-0" 2>&1 | grep -q "resuming from checkpoint /checkpoint/$pod/ckpt-" ||
+        { why="$why; pserver 0 did not resume: $(podman logs "$pod-pserver-0" 2>&1 | grep -i 'checkpoint' | tail -n 2)"; return 1; }
+    podman logs "$pod-trainer-1" 2>&1 | grep -q "trainer 1: resuming from the checkpoint of step" ||
+        { why="$why; trainer 1 did not resume"; return 1; }
+    echo "kube_play_restart: $why; $(podman logs "$pod-pserver-0" 2>&1 | grep 'resuming from checkpoint')"
+    cmp -s got/fc_0.w_0.npy ref/pass-01999/fc_0.w_0.npy ||
+        { why="$why; the last model differs from the uninterrupted run's ($(ls got) / $(tail -n 1 ref.log))"; return 1; }
+    return 0
+}
+if kube_play_restart; then pass kube_play_restart; else fail kube_play_restart "$why"; fi
 cleanup
 trap - EXIT
 left=$(podman ps -a --format '{{.Names}}' | grep -- "$tag"; podman network ls --format '{{.Name}}' | grep -- "$tag";
