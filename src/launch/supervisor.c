@@ -580,6 +580,7 @@ static void ask_stop(member *m)
     if (m->kind == M_ROLE && m->pid > 0 && !m->exited) {
         m->killed = 1;
         kill(-m->pid, SIGTERM);
+        kill(-m->pid, SIGCONT); /* a stopped role (SIGSTOP, Ctrl+Z) takes the SIGTERM now */
     } else if (m->kind == M_NODE && m->chan) {
         m->killed = 1;
         pd_ssh_send_eof(m->chan); /* the agent there sees EOF: step 4 */
