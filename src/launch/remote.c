@@ -865,18 +865,6 @@ static void start_progress(pd_progress *board, const pd_recipe *r, const pd_plan
     }
 }
 
-/* A job over several hosts: a relative checkpoint_dir lies inside each
- * host's job directory, where no checkpoint is ever whole. */
-static void warn_checkpoint_dir(const pd_recipe *r)
-{
-    if (!r->checkpoint_dir || r->checkpoint_dir[0] == '/') return;
-    printf("paddle: warning: settings.checkpoint_dir \"%s\" is inside each host's job directory: a checkpoint's "
-           "shards stay on the pservers' hosts and its complete marker on a trainer's, so a restart or --resume "
-           "finds it incomplete on the other hosts; set an absolute checkpoint_dir on storage every host sees "
-           "(a shared filesystem)\n",
-           r->checkpoint_dir);
-}
-
 /* Deploy, then supervise the agents: Ctrl+C, a failed node and the end are
  * the supervisor's (pd_sup_run), as in local mode. */
 int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
@@ -937,7 +925,6 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     printf("paddle: job %s on %d host%s: %d pserver%s, %d trainer%s; job directory %s%s\n", r->path, nn,
            nn > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "",
            d->job_dir, o->resume ? " (resumed from its last checkpoint)" : "");
-    if (nn > 1) warn_checkpoint_dir(r);
     fflush(stdout);
     if (!o->resume) record_job(r, d->job_dir);
     d->resume = o->resume;

@@ -1,6 +1,7 @@
 /* ckpt.c - checkpoint directories: atomic writes, the complete marker,
  * listing and pruning. */
 #include "ckpt.h"
+#include "../core/fs.h"
 #include "../core/log.h"
 #include "../core/pd.h"
 
@@ -204,8 +205,10 @@ int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int
 {
     char text[128];
     int len = snprintf(text, sizeof text, "step %ld\npservers %d\ntrainers %d\n", step, npservers, ntrainers);
-    char *path = pd_xasprintf("%s/ckpt-%ld/complete", dir, step);
-    int rc = pd_ckpt_write_atomic(path, text, (size_t)len);
+    char *ck = pd_ckpt_path(dir, step), *path = pd_xasprintf("%s/complete", ck);
+    int rc = pd_mkdir_p(ck); /* no pserver on this host: only the marker is here */
+    if (rc == 0) rc = pd_ckpt_write_atomic(path, text, (size_t)len);
+    free(ck);
     free(path);
     if (rc < 0) return rc;
     pd_ckpt_wait_removals();

@@ -2,7 +2,8 @@
  * ckpt.h - the files of consistent checkpoints (docs/faults.md):
  * CHECKPOINT_DIR/ckpt-<step>/pserver-N/ (written by pserver N) and
  * CHECKPOINT_DIR/ckpt-<step>/complete (written last, by a trainer, once
- * every pserver saved its shard for that step).
+ * every pserver saved its shard for that step; then by each pserver on a
+ * host where it is not yet, at the trainer's COMMIT).
  *
  *     pd_ckpt_fsync_file(path);                  // after writing path
  *     pd_ckpt_write_atomic(path, text, len);     // temp, fsync, rename

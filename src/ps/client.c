@@ -615,13 +615,19 @@ static int pull_dense(pd_client *c, pd_net *net)
     return exchange(c, net, &pending, on_block_values, NULL);
 }
 
+/* Every pserver's READY: the checkpoint it resumed from (-1: none) and
+ * this trainer's position in it. */
+typedef struct ready_ctx {
+    long *step;
+    int *pass, *batch;
+} ready_ctx;
+
 /* READY: empty from a pserver that started fresh; from one that resumed,
- * the checkpoint's step (u64) and this trainer's position in a, b. Every
- * pserver must tell the same. */
+ * the checkpoint's step (u64) and this trainer's position in a, b. */
 static int on_ready(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
 {
     (void)net;
-    int *n = ctx;
+    ready_ctx *r = ctx;
     if (f->type != PD_MSG_READY || (f->len != 0 && f->len != 8))
         return pd_err_set(PD_EPROTO, "pserver %d: expected READY", server);
     long step = -1;
@@ -632,23 +638,63 @@ static int on_ready(pd_client *c, pd_net *net, int server, pd_frame *f, void *ct
             return pd_err_set(PD_EPROTO, "pserver %d: READY with a bad checkpoint position", server);
         step = (long)v;
     }
-    if ((*n)++ == 0) {
-        c->resume_step = step;
-        c->resume_pass = step < 0 ? 0 : (int)f->a;
-        c->resume_batch = step < 0 ? 0 : (int)f->b;
-    } else if ((step < 0) != (c->resume_step < 0)) {
-        return pd_err_set(PD_EDATA,
-                          "pserver %d %s while another %s: one checkpoint_dir for every host? (over several hosts "
-                          "it must be storage every host sees, docs/faults.md)",
-                          server, step < 0 ? "found no complete checkpoint" : "resumed from a checkpoint",
-                          step < 0 ? "resumed from one" : "found none");
-    } else if (step != c->resume_step || (step >= 0 && ((int)f->a != c->resume_pass || (int)f->b != c->resume_batch))) {
-        return pd_err_set(PD_EDATA,
-                          "the pservers did not resume from the same checkpoint (pserver %d: step %ld, "
-                          "another: step %ld): restart the job with --resume",
-                          server, step, c->resume_step);
-    }
+    int pass = step < 0 ? 0 : (int)f->a, batch = step < 0 ? 0 : (int)f->b;
+    if (r->step[server] != -2 && (r->step[server] != step || r->pass[server] != pass || r->batch[server] != batch))
+        return pd_err_set(PD_EPROTO, "pserver %d: two READY frames that differ", server);
+    r->step[server] = step, r->pass[server] = pass, r->batch[server] = batch;
+    (void)c;
     return 0;
+}
+
+/* Every pserver must have resumed from the same checkpoint. A checkpoint
+ * is complete once every pserver saved its shard; each pserver marks it so
+ * when a trainer's COMMIT comes, and a job stopped between two COMMITs
+ * leaves the pservers behind with an older one. They are told now (the
+ * newest one any pserver resumed from is complete), and the job's next
+ * start resumes from it. */
+static int agree_on_checkpoint(pd_client *c, const ready_ctx *r)
+{
+    int hi = 0;
+    for (int s = 1; s < c->np; s++)
+        if (r->step[s] > r->step[hi]) hi = s;
+    int behind = -1;
+    for (int s = 0; s < c->np; s++) {
+        if (r->step[s] == r->step[hi]) {
+            if (r->pass[s] != r->pass[hi] || r->batch[s] != r->batch[hi])
+                return pd_err_set(PD_EDATA, "pservers %d and %d resumed from checkpoint %ld at different "
+                                  "positions of this trainer (%d/%d, %d/%d): shards of two jobs?", hi, s,
+                                  r->step[hi], r->pass[hi], r->batch[hi], r->pass[s], r->batch[s]);
+            continue;
+        }
+        if (behind < 0) behind = s;
+        pd_conn *k = &c->conns[s * c->nper];
+        pd_conn_queue(k, PD_MSG_COMMIT, (uint32_t)r->step[hi], 0, NULL, 0, NULL, 0);
+        pd_conn_send_all(k, 5);
+    }
+    if (behind >= 0) {
+        char was[48];
+        if (r->step[behind] < 0) snprintf(was, sizeof was, "no complete checkpoint");
+        else snprintf(was, sizeof was, "checkpoint %ld", r->step[behind]);
+        return pd_err_set(PD_EDATA, "pserver %d resumed from %s, pserver %d from checkpoint %ld, which every "
+                          "pserver saved: the job stopped before pserver %d heard it was complete. It is told "
+                          "now, and the job's next start (a restart, or --resume) resumes from checkpoint %ld, "
+                          "unless pserver %d's shard of it is lost (its log then says so)",
+                          behind, was, hi, r->step[hi], behind, r->step[hi], behind);
+    }
+    c->resume_step = r->step[hi];
+    c->resume_pass = r->pass[hi];
+    c->resume_batch = r->batch[hi];
+    return 0;
+}
+
+void pd_client_commit(pd_client *c, long step)
+{
+    if (step < 0 || step > (long)UINT32_MAX) return;
+    for (int s = 0; s < c->np; s++) {
+        pd_conn *k = &c->conns[s * c->nper];
+        pd_conn_queue(k, PD_MSG_COMMIT, (uint32_t)step, 0, NULL, 0, NULL, 0);
+        (void)pd_conn_flush(k); /* now, not with the next step: a job stopped meanwhile resumes from it */
+    }
 }
 
 /* --- growing tables: 64-bit ids on the pserver pd_hash_owner names ---------- */
@@ -822,8 +868,15 @@ int pd_client_init(pd_client *c, pd_net *net)
             pd_conn_queue(&c->conns[s * c->nper + k], PD_MSG_INIT_DONE, c->trainer == 0, 0, NULL, 0, NULL, 0);
             pending++;
         }
-    int nready = 0;
-    if ((rc = exchange(c, net, &pending, on_ready, &nready)) < 0) return rc;
+    ready_ctx r = {pd_xmalloc((size_t)c->np * sizeof(long)), pd_xcalloc((size_t)c->np, sizeof(int)),
+                   pd_xcalloc((size_t)c->np, sizeof(int))};
+    for (int s = 0; s < c->np; s++) r.step[s] = -2; /* not heard */
+    rc = exchange(c, net, &pending, on_ready, &r);
+    if (rc == 0) rc = agree_on_checkpoint(c, &r);
+    free(r.step);
+    free(r.pass);
+    free(r.batch);
+    if (rc < 0) return rc;
     net->fill_rows = fill_keys;
     net->fill_ctx = c;
     return pull_dense(c, net);

@@ -169,6 +169,10 @@ int pd_client_decide(pd_client *c, int pass, int stop, int *decided);
  * position (pass, batches done in it). *writer: the trainer that writes the
  * complete marker. */
 int pd_client_save(pd_client *c, long step, int pass, int batch, int *writer);
+/* After the complete marker of step was written: COMMIT to every pserver,
+ * which marks the checkpoint complete on its own host too (a checkpoint_dir
+ * on each host's own disk); no answer. */
+void pd_client_commit(pd_client *c, long step);
 /* HEARTBEAT to every pserver when one is due (between steps). */
 int pd_client_heartbeat(pd_client *c);
 /* Pull every dense block and every row of every table into net. */

@@ -255,6 +255,7 @@ const char *pd_msg_name(int type)
     case PD_MSG_DECIDED: return "DECIDED";
     case PD_MSG_SAVE: return "SAVE";
     case PD_MSG_SAVED: return "SAVED";
+    case PD_MSG_COMMIT: return "COMMIT";
     case PD_MSG_FINISH: return "FINISH";
     case PD_MSG_HEARTBEAT: return "HEARTBEAT";
     case PD_MSG_RING: return "RING";

@@ -38,7 +38,7 @@ enum {
     /* growing tables: 64-bit ids (docs/protocol.md) */
     PD_MSG_PULL_KEYS = 34, PD_MSG_KEY_ROWS = 35, PD_MSG_PUSH_KEYS = 36, PD_MSG_DUMP_KEYS = 37, PD_MSG_KEY_DUMP = 38,
     PD_MSG_PASS_END = 40, PD_MSG_PASS_DONE = 41, PD_MSG_DECIDE = 42, PD_MSG_DECIDED = 43,
-    PD_MSG_SAVE = 50, PD_MSG_SAVED = 51,
+    PD_MSG_SAVE = 50, PD_MSG_SAVED = 51, PD_MSG_COMMIT = 52,
     PD_MSG_FINISH = 60,
     PD_MSG_HEARTBEAT = 70,
     /* shared memory between roles on one host (ring.h) */

@@ -836,9 +836,12 @@ static int load_shard(server *s, const char *dir)
     return rc;
 }
 
-/* --resume: the newest complete checkpoint whose shard loads; newer ones
- * (incomplete or corrupt) lose their marker and this pserver's shard, so
- * that they cannot mix with the ones this life writes. */
+/* --resume: the newest complete checkpoint whose shard loads; newer
+ * corrupt ones lose their marker and this pserver's shard, so that they
+ * cannot mix with the ones this life writes. A shard without a marker is
+ * kept: on a disk of this host alone, it may be complete where a trainer
+ * marked it, and a trainer's COMMIT then marks it here (a pserver writing
+ * that step again removes the marker first). */
 static int resume(server *s)
 {
     const char *dir = s->r->checkpoint_dir;
@@ -849,9 +852,10 @@ static int resume(server *s)
         char *ck = pd_ckpt_path(dir, steps[i]);
         char *marker = pd_xasprintf("%s/complete", ck), *mine = pd_xasprintf("%s/pserver-%d", ck, s->o->id);
         int rc = -1;
-        if (access(marker, F_OK) != 0) PD_WARN("checkpoint %s is incomplete (no complete marker): skipped", ck);
-        else if ((rc = load_shard(s, mine)) < 0) PD_WARN("checkpoint %s skipped: %s", ck, pd_err_msg());
-        if (rc < 0) {
+        if (access(marker, F_OK) != 0) {
+            PD_WARN("checkpoint %s is incomplete (no complete marker): skipped", ck);
+        } else if ((rc = load_shard(s, mine)) < 0) {
+            PD_WARN("checkpoint %s skipped: %s", ck, pd_err_msg());
             unlink(marker);
             pd_ckpt_remove_tree(mine);
         } else {
@@ -900,6 +904,32 @@ static void save_barrier(server *s)
         }
     }
     s->nsave = 0;
+}
+
+/* COMMIT (a = step): every pserver saved its shard of step, and the
+ * trainer wrote the complete marker on its host. Where this pserver's
+ * checkpoint_dir has no marker (another host's disk), it writes one and
+ * prunes as the trainer does, so that a restart finds the checkpoint here. */
+static int on_commit(server *s, int T, pd_frame *f)
+{
+    const char *dir = s->r->checkpoint_dir;
+    if (f->len || !dir) return pd_err_set(PD_EPROTO, "COMMIT %s", f->len ? "with a payload" : "without checkpoints");
+    long step = (long)f->a;
+    char *ck = pd_ckpt_path(dir, step), *marker = pd_xasprintf("%s/complete", ck);
+    char *mine = pd_xasprintf("%s/pserver-%d/shard.txt", ck, s->o->id);
+    if (access(marker, F_OK) == 0) {
+        /* the trainer's host, or storage both see: it is marked */
+    } else if (access(mine, F_OK) != 0) {
+        PD_ERROR("trainer %d says checkpoint %s is complete, but this pserver's shard of it is not there (%s: "
+                 "lost?): remove %s on every host to resume from an older one", T, ck, strerror(errno), ck);
+    } else if (pd_ckpt_commit(dir, step, s->o->npservers, s->o->ntrainers,
+                              s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2) < 0) {
+        PD_ERROR("checkpoint %s: %s", ck, pd_err_msg());
+    }
+    free(ck);
+    free(marker);
+    free(mine);
+    return 0;
 }
 
 /* --- frames --------------------------------------------------------------------- */
@@ -1381,6 +1411,8 @@ static int on_frame(server *s, int slot, pd_frame *f)
         return on_pass_end(s, me, T, f);
     case PD_MSG_SAVE:
         return on_save(s, me, T, f);
+    case PD_MSG_COMMIT:
+        return on_commit(s, T, f);
     case PD_MSG_DECIDE:
         return on_decide(s, me, T, f);
     case PD_MSG_HEARTBEAT:
@@ -1965,6 +1997,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     }
     if (o->stop && *o->stop) PD_INFO("pserver %d stopping on a signal", o->id);
     rc = last_flush(s, rc);
+    pd_ckpt_wait_removals(); /* old checkpoints a COMMIT retired */
 out:
     for (int i = 0; s->conns && i < MAX_CONNS; i++)
         if (s->conns[i].used) pd_conn_free(&s->conns[i].c);

@@ -3,8 +3,8 @@
 # job completes, in the same job directory, its roles with --resume); a
 # node's SSH connection dropped (restarted there; without restarts the host
 # is named); a node that hangs (its sshd stopped: named within
-# heartbeat_timeout); paddle run --resume after a SIGKILLed launcher. No
-# process is left on any node.
+# heartbeat_timeout); paddle run --resume after a SIGKILLed launcher, from
+# checkpoints on each host's own disk. No process is left on any node.
 . "$ROOT/tests/integration/lib.sh"
 . "$ROOT/tests/integration/sshd_lib.sh"
 
@@ -113,28 +113,35 @@ if start --passes=1000000; then
 fi
 
 # 4. paddle run --resume after a SIGKILLed launcher: the same job directory,
-#    every agent and role with --resume
+#    every agent and role with --resume. checkpoint_dir is relative: inside
+#    each host's job directory, on its own disk; pserver 1's host has no
+#    trainer 0 to write the complete marker, and marks it at the trainer's
+#    COMMIT: both pservers resume from the same checkpoint
 rm -rf ws/.paddle
 expect_error resume_nothing_recorded 2 'nothing to resume' "$PADDLE" run ws/job.lua --resume
-if start --passes=1000000 --checkpoint_dir=ckpt; then
+if start --passes=1000000 --checkpoint_dir=ckpt --checkpoint_period=100; then
     first=$(grep -o 'job directory JOB[^ ]*' job.out | head -n 1)
-    # a checkpoint_dir inside each host's job directory cannot be resumed
-    # from across hosts: said at the start
-    if grep -q '^paddle: warning: settings.checkpoint_dir "ckpt" is inside each host.s job directory: .*shared filesystem)$' job.out
-    then pass relative_checkpoint_dir_over_hosts_warned
-    else fail relative_checkpoint_dir_over_hosts_warned "$(grep '^paddle' job.out | head -n 3)"; fi
+    wait_for job.out 'checkpoint of step [0-9]* complete' 30 2
     kill -9 "$launcher"; wait "$launcher" 2>/dev/null
     no_leftovers >/dev/null
-    if start --passes=1000000 --resume; then
+    "$PADDLE" run ws/job.lua --passes=1000000 --checkpoint_dir=ckpt --checkpoint_period=100 --resume >job.out 2>&1 &
+    launcher=$!
+    if wait_for job.out '127.0.0.3 trainer 1\] .*trainer 1: resuming from the checkpoint of step' 30 &&
+       wait_for job.out 'checkpoint of step [0-9]* complete' 30; then
         n=$(for p in $(job_pids); do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline"; echo; done | grep -c -- '--resume ')
         kill -INT "$launcher"; finishes
-        if [ -n "$first" ] && grep -q "$first (resumed from its last checkpoint)" job.out && [ "$n" -ge 6 ]; then
+        s0=$(grep -o '127.0.0.2 pserver 0\] .*resuming from checkpoint ckpt/ckpt-[0-9]* ' job.out | grep -o 'ckpt-[0-9]*')
+        s1=$(grep -o '127.0.0.3 pserver 1\] .*resuming from checkpoint ckpt/ckpt-[0-9]* ' job.out | grep -o 'ckpt-[0-9]*')
+        if [ -n "$first" ] && grep -q "$first (resumed from its last checkpoint)" job.out && [ "$n" -ge 6 ] &&
+           [ -n "$s0" ] && [ "$s0" = "$s1" ]; then
             pass resume_reuses_job_dir_roles_resume
+            echo "resume: both pservers from $s0, each on its host's own disk"
         else
-            fail resume_reuses_job_dir_roles_resume "'$first', $n processes with --resume: $(head -n 1 job.out)"
+            fail resume_reuses_job_dir_roles_resume "'$first', $n processes with --resume, pservers from '$s0' '$s1': $(grep -E '^paddle|resum' job.out | head -n 8)"
         fi
     else
-        fail resume_reuses_job_dir_roles_resume "the resumed job did not start"
+        kill -INT "$launcher"; finishes
+        fail resume_reuses_job_dir_roles_resume "the resumed job did not resume: $(grep -E '^paddle|resum|E1' job.out | head -n 8)"
     fi
     check resume_no_leftovers no_leftovers
 fi

@@ -4,7 +4,8 @@
 # parameters equal those of an uninterrupted run, in async the test cost is
 # within 5%. Checkpoints cut by kills during their writes never load; a
 # corrupt one is skipped for the previous one; a stopped trainer is named
-# by the pservers within heartbeat_timeout + 5 s.
+# by the pservers within heartbeat_timeout + 5 s. Checkpoints on each
+# host's own disk (a checkpoint_dir per role) resume as well.
 . "$ROOT/tests/integration/lib.sh"
 PY=/usr/bin/python3
 "$ROOT/recipes/prepare.sh" && mkdir -p data/uci_housing && cp "$ROOT/recipes/data/uci_housing/housing.data" data/uci_housing/
@@ -188,6 +189,64 @@ for i in $(seq 20); do
     else bad="$bad [kill $i: want '$want': $(grep -E 'resum|checkpoint' <<<"$out" | head -n 2)]"; fi
 done
 if [ $ok -eq 20 ]; then pass killed_during_writes_previous_loads; else fail killed_during_writes_previous_loads "$ok/20 $bad"; fi
+
+# checkpoints on each host's own disk: every role gets a checkpoint_dir of
+# its own (as on 4 hosts without shared storage). Each pserver marks a
+# checkpoint complete on its disk at the trainers' COMMIT; a job killed,
+# then resumed, continues from the newest one, with the parameters of a run
+# never killed. A pserver that missed the last COMMIT (its marker removed
+# here) resumes from an older one: the trainers say so and tell it, and
+# the next start resumes from the newest.
+local_roles() { # LOG ARGS...: 2 pservers + 2 trainers, each role its own LOG.ROLE dir; waits for all
+    local log=$1 ports rp=() i; shift
+    read -r -a ports <<<"$(free_ports)"
+    for i in 0 1; do
+        "$PADDLE" pserver fit_a_line.lua --pserver_id=$i --port=${ports[$i]} --bind=127.0.0.1 --checkpoint_dir=nl/ps$i \
+            --save_dir=nl/out_ps$i "$@" >nl/$log.ps$i 2>&1 &
+        rp+=($!); pids+=($!)
+    done
+    for i in 0 1; do
+        timeout 120 "$PADDLE" trainer fit_a_line.lua --pservers=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} --trainer_id=$i \
+            --checkpoint_dir=nl/tr$i --save_dir=nl/out_tr$i "$@" >nl/$log.tr$i 2>&1 &
+        rp+=($!); pids+=($!)
+    done
+    if [ -n "$KILL_AT" ]; then
+        for i in $(seq 400); do grep -q "pass $KILL_AT done" nl/$log.tr0 && break; sleep 0.05; done
+        kill -9 "${rp[@]}" 2>/dev/null
+    fi
+    local rc=0
+    for i in "${rp[@]}"; do wait "$i" || rc=1; done
+    return $rc
+}
+mkdir -p nl
+nl_args=(--passes=1500 --early_stop=0 --checkpoint_period=500 --server_timeout=30 --heartbeat_timeout=5)
+local_roles ref "${nl_args[@]}" && cp nl/out_tr0/pass-01499/fc_0.w_0.npy nl/ref.npy
+rm -rf nl/ps* nl/tr* nl/out_*
+KILL_AT=700 local_roles killed "${nl_args[@]}"
+newest=$(ls nl/ps1 2>/dev/null | sort -t- -k2 -n | tail -n 1)
+marks=$(ls nl/ps0/*/complete nl/ps1/*/complete nl/tr0/*/complete 2>/dev/null | wc -l)
+if [ -n "$newest" ] && [ -f nl/ps0/$newest/complete ] && [ -f nl/ps1/$newest/complete ] &&
+   [ -f nl/tr0/$newest/complete ] && [ ! -d nl/tr1/$newest ]; then
+    pass local_disks_marked_everywhere; echo "local disks: $newest marked on both pservers' and trainer 0's ($marks markers)"
+else
+    fail local_disks_marked_everywhere "newest '$newest': $(ls -R nl/ps0 nl/ps1 nl/tr0 2>&1 | head -n 20)"
+fi
+rm -f nl/ps1/$newest/complete # pserver 1 missed the last COMMIT
+local_roles again "${nl_args[@]}" --resume
+want="pserver 1 resumed from checkpoint [0-9]*, pserver 0 from checkpoint ${newest#ckpt-}, which every pserver saved"
+if grep -q "trainer 0: $want" nl/again.tr0 && [ -f nl/ps1/$newest/complete ]; then
+    pass local_disks_missed_commit_told
+else
+    fail local_disks_missed_commit_told "$(grep -h 'E1' nl/again.* | head -n 3)"
+fi
+local_roles resumed "${nl_args[@]}" --resume
+if grep -q "resuming from checkpoint nl/ps1/$newest " nl/resumed.ps1 &&
+   grep -q "resuming from the checkpoint of step ${newest#ckpt-}" nl/resumed.tr1 &&
+   cmp -s nl/ref.npy nl/out_tr0/pass-01499/fc_0.w_0.npy; then
+    pass local_disks_resumed_same_params
+else
+    fail local_disks_resumed_same_params "$(grep -h 'resum\|E1' nl/resumed.* | head -n 4); $(ls nl/out_tr0 | tail -n 1)"
+fi
 
 # a trainer stopped (SIGSTOP): the pservers name it within heartbeat_timeout + 5 s
 read -r -a ports <<<"$(free_ports)"
