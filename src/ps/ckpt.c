@@ -76,7 +76,9 @@ int pd_ckpt_write_file(const char *path, const void *data, size_t len) { return 
 
 int pd_ckpt_write_atomic(const char *path, const void *data, size_t len)
 {
-    char *tmp = pd_xasprintf("%s.tmp", path);
+    /* several processes may write the same marker (pservers sharing a
+     * host's checkpoint_dir): each its own temp file, the last rename wins */
+    char *tmp = pd_xasprintf("%s.tmp.%ld", path, (long)getpid());
     int rc = write_whole(tmp, data, len, 1);
     if (rc == 0 && rename(tmp, path) < 0) rc = pd_err_set(PD_EIO, "rename %s: %s", tmp, strerror(errno));
     if (rc == 0) rc = fsync_parent(path);
@@ -157,6 +159,7 @@ int pd_ckpt_list(const char *dir, long *steps, int max, int complete_only)
 static struct {
     pthread_t thread;
     int running, swept; /* swept: leftovers of earlier lives looked for */
+    int done;           /* the thread has finished (atomic) */
 } removal;
 
 static int is_removed_name(const char *name)
@@ -181,6 +184,7 @@ static void *remove_old(void *arg)
     }
     if (d) closedir(d);
     free(dir);
+    __atomic_store_n(&removal.done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -201,7 +205,7 @@ static void retire(const char *dir, long step)
     free(gone);
 }
 
-int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int keep)
+int pd_ckpt_mark(const char *dir, long step, int npservers, int ntrainers)
 {
     char text[128];
     int len = snprintf(text, sizeof text, "step %ld\npservers %d\ntrainers %d\n", step, npservers, ntrainers);
@@ -210,7 +214,12 @@ int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int
     if (rc == 0) rc = pd_ckpt_write_atomic(path, text, (size_t)len);
     free(ck);
     free(path);
-    if (rc < 0) return rc;
+    return rc;
+}
+
+void pd_ckpt_prune(const char *dir, long step, int keep, int wait)
+{
+    if (!wait && removal.running && !__atomic_load_n(&removal.done, __ATOMIC_ACQUIRE)) return;
     pd_ckpt_wait_removals();
     int n, kept = 0, retired = 0;
     long *all = list_all(dir, &n);
@@ -226,10 +235,41 @@ int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int
         }
     }
     free(all);
-    if (retired == 0 && removal.swept) return 0;
+    if (retired == 0 && removal.swept) return;
     removal.swept = 1;
+    removal.done = 0;
     char *arg = pd_xstrdup(dir);
     if (pthread_create(&removal.thread, NULL, remove_old, arg) == 0) removal.running = 1;
     else remove_old(arg);
-    return 0;
+}
+
+int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int keep)
+{
+    int rc = pd_ckpt_mark(dir, step, npservers, ntrainers);
+    if (rc == 0) pd_ckpt_prune(dir, step, keep, 1);
+    return rc;
+}
+
+int pd_ckpt_unmark(const char *dir, long step)
+{
+    int n, k = 0;
+    long *all = list_all(dir, &n);
+    for (int i = 0; i < n; i++) {
+        if (step >= 0 && all[i] != step) continue;
+        char *p = pd_xasprintf("%s/ckpt-%ld/complete", dir, all[i]);
+        if (unlink(p) == 0) k++;
+        free(p);
+    }
+    free(all);
+    if (k) pd_ckpt_fsync_file(dir);
+    return k;
+}
+
+void pd_ckpt_forget_earlier(const char *dir)
+{
+    int n = dir ? pd_ckpt_unmark(dir, -1) : 0;
+    if (n > 0)
+        PD_WARN("%s held %d complete checkpoint%s of an earlier job: this job started without --resume, so they "
+                "are no longer resumed from (their complete markers are removed; the shards stay)", dir, n,
+                n > 1 ? "s" : "");
 }

@@ -38,6 +38,18 @@ int pd_ckpt_list(const char *dir, long *steps, int max, int complete_only);
  * once and removed by a thread behind the caller (with any an earlier life
  * left). */
 int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int keep);
+/* Its two halves: the marker of step (its directory made if missing), */
+int pd_ckpt_mark(const char *dir, long step, int npservers, int ntrainers);
+/* and the pruning; !wait: not now when the last removal is still running. */
+void pd_ckpt_prune(const char *dir, long step, int keep, int wait);
+/* Remove the complete marker of step (-1: of every checkpoint) under dir:
+ * how many there were. */
+int pd_ckpt_unmark(const char *dir, long step);
+/* A new job (no --resume) in a checkpoint_dir an earlier job used (dir
+ * may be NULL): the earlier job's markers go, with a warning, so that a
+ * later --resume of this job cannot take one of its checkpoints, nor a
+ * COMMIT mark this job's shard of a step beside the earlier job's. */
+void pd_ckpt_forget_earlier(const char *dir);
 /* Wait until the removals pd_ckpt_commit started are done (before exit). */
 void pd_ckpt_wait_removals(void);
 

@@ -1,5 +1,6 @@
 /* client.c - a trainer's side of the pserver protocol. */
 #include "client.h"
+#include "ckpt.h"
 #include "../core/log.h"
 #include "../core/pd.h"
 #include "../core/crypto.h"
@@ -646,45 +647,77 @@ static int on_ready(pd_client *c, pd_net *net, int server, pd_frame *f, void *ct
     return 0;
 }
 
+/* A COMMIT's answer (kind 1 or 2): *ok stays 1 while every pserver asked
+ * marked the step (or withdrew it). */
+static int on_commit_answer(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
+{
+    (void)c;
+    (void)net;
+    if (f->type != PD_MSG_COMMIT || f->len)
+        return pd_err_set(PD_EPROTO, "pserver %d: expected COMMIT, got %s", server,
+                          pd_msg_name(f->type) ? pd_msg_name(f->type) : "?");
+    if (f->b == 0) *(int *)ctx = 0;
+    return 0;
+}
+
+/* COMMIT of kind to every pserver for which pick(step of its READY) holds;
+ * waits for the answers. 1: all of them did it, 0: not, < 0: failure. */
+static int commit_to(pd_client *c, pd_net *net, const ready_ctx *r, long step, int kind, int behind)
+{
+    int pending = 0, ok = 1;
+    for (int s = 0; s < c->np; s++) {
+        if ((r->step[s] < step) != behind) continue;
+        pd_conn_queue(&c->conns[s * c->nper], PD_MSG_COMMIT, (uint32_t)step, (uint32_t)kind, NULL, 0, NULL, 0);
+        pending++;
+    }
+    int rc = exchange(c, net, &pending, on_commit_answer, &ok);
+    return rc < 0 ? rc : ok;
+}
+
 /* Every pserver must have resumed from the same checkpoint. A checkpoint
  * is complete once every pserver saved its shard; each pserver marks it so
  * when a trainer's COMMIT comes, and a job stopped between two COMMITs
  * leaves the pservers behind with an older one. They are told now (the
  * newest one any pserver resumed from is complete), and the job's next
- * start resumes from it. */
-static int agree_on_checkpoint(pd_client *c, const ready_ctx *r)
+ * start resumes from it; when one of them has no shard of it (lost,
+ * corrupt), the others withdraw it, and the next start takes an older one. */
+static int agree_on_checkpoint(pd_client *c, pd_net *net, const ready_ctx *r)
 {
-    int hi = 0;
+    int hi = 0, behind = -1;
     for (int s = 1; s < c->np; s++)
         if (r->step[s] > r->step[hi]) hi = s;
-    int behind = -1;
     for (int s = 0; s < c->np; s++) {
-        if (r->step[s] == r->step[hi]) {
-            if (r->pass[s] != r->pass[hi] || r->batch[s] != r->batch[hi])
-                return pd_err_set(PD_EDATA, "pservers %d and %d resumed from checkpoint %ld at different "
-                                  "positions of this trainer (%d/%d, %d/%d): shards of two jobs?", hi, s,
-                                  r->step[hi], r->pass[hi], r->batch[hi], r->pass[s], r->batch[s]);
-            continue;
+        if (r->step[s] != r->step[hi]) {
+            if (behind < 0) behind = s;
+        } else if (r->pass[s] != r->pass[hi] || r->batch[s] != r->batch[hi]) {
+            return pd_err_set(PD_EDATA, "pservers %d and %d resumed from checkpoint %ld at different positions of "
+                              "this trainer (%d/%d, %d/%d): shards of two jobs?", hi, s, r->step[hi], r->pass[hi],
+                              r->batch[hi], r->pass[s], r->batch[s]);
         }
-        if (behind < 0) behind = s;
-        pd_conn *k = &c->conns[s * c->nper];
-        pd_conn_queue(k, PD_MSG_COMMIT, (uint32_t)r->step[hi], 0, NULL, 0, NULL, 0);
-        pd_conn_send_all(k, 5);
     }
-    if (behind >= 0) {
-        char was[48];
-        if (r->step[behind] < 0) snprintf(was, sizeof was, "no complete checkpoint");
-        else snprintf(was, sizeof was, "checkpoint %ld", r->step[behind]);
-        return pd_err_set(PD_EDATA, "pserver %d resumed from %s, pserver %d from checkpoint %ld, which every "
-                          "pserver saved: the job stopped before pserver %d heard it was complete. It is told "
-                          "now, and the job's next start (a restart, or --resume) resumes from checkpoint %ld, "
-                          "unless pserver %d's shard of it is lost (its log then says so)",
-                          behind, was, hi, r->step[hi], behind, r->step[hi], behind);
+    if (behind < 0) {
+        c->resume_step = r->step[hi];
+        c->resume_pass = r->pass[hi];
+        c->resume_batch = r->batch[hi];
+        return 0;
     }
-    c->resume_step = r->step[hi];
-    c->resume_pass = r->pass[hi];
-    c->resume_batch = r->batch[hi];
-    return 0;
+    long top = r->step[hi];
+    char was[48];
+    if (r->step[behind] < 0) snprintf(was, sizeof was, "no complete checkpoint");
+    else snprintf(was, sizeof was, "checkpoint %ld", r->step[behind]);
+    int rc = commit_to(c, net, r, top, 1, 1);
+    if (rc < 0) return rc;
+    if (rc == 1)
+        return pd_err_set(PD_EDATA, "pserver %d resumed from %s, pserver %d from checkpoint %ld, which every pserver "
+                          "saved: the job stopped before pserver %d heard it was complete. It knows now: the job's "
+                          "next start (a restart, or --resume) resumes from checkpoint %ld", behind, was, hi, top,
+                          behind, top);
+    rc = commit_to(c, net, r, top, 2, 0);
+    if (rc < 0) return rc;
+    if (c->ckpt_dir) pd_ckpt_unmark(c->ckpt_dir, top); /* the marker the trainers' host holds */
+    return pd_err_set(PD_EDATA, "pserver %d resumed from %s, pserver %d from checkpoint %ld, of which a pserver has "
+                      "no shard (lost or corrupt: its log says which): checkpoint %ld is withdrawn, and the job's "
+                      "next start (a restart, or --resume) resumes from an older one", behind, was, hi, top, top);
 }
 
 void pd_client_commit(pd_client *c, long step)
@@ -872,7 +905,7 @@ int pd_client_init(pd_client *c, pd_net *net)
                    pd_xcalloc((size_t)c->np, sizeof(int))};
     for (int s = 0; s < c->np; s++) r.step[s] = -2; /* not heard */
     rc = exchange(c, net, &pending, on_ready, &r);
-    if (rc == 0) rc = agree_on_checkpoint(c, &r);
+    if (rc == 0) rc = agree_on_checkpoint(c, net, &r);
     free(r.step);
     free(r.pass);
     free(r.batch);

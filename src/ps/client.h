@@ -82,6 +82,7 @@ typedef struct pd_client {
     int early_started;      /* a backward has sent some of the step */
     uint8_t *early_to;      /* per pserver: sent to during the backward */
     long resume_step;       /* after init: the checkpoint the pservers resumed from, or -1 */
+    const char *ckpt_dir;   /* settings.checkpoint_dir (set before init), or NULL */
     int resume_pass, resume_batch; /* and this trainer's position in it */
 } pd_client;
 

@@ -906,26 +906,44 @@ static void save_barrier(server *s)
     s->nsave = 0;
 }
 
-/* COMMIT (a = step): every pserver saved its shard of step, and the
- * trainer wrote the complete marker on its host. Where this pserver's
- * checkpoint_dir has no marker (another host's disk), it writes one and
- * prunes as the trainer does, so that a restart finds the checkpoint here. */
-static int on_commit(server *s, int T, pd_frame *f)
+/* COMMIT (a = step, b = what): every pserver saved its shard of step.
+ * b 0: the trainer wrote the complete marker on its host; where this
+ * pserver's checkpoint_dir has none (another host's disk) it writes one
+ * and prunes as the trainer does, so that a restart finds the checkpoint
+ * here. Only for the step this pserver saved last. Before anything moved
+ * in a resumed job, whose pservers resumed from different checkpoints:
+ * b 1, mark step, which this pserver did not hear was complete (answer:
+ * COMMIT step, 1 marked or 0 no shard of it here); b 2, withdraw step's
+ * marker, as another pserver lost its shard (answer: COMMIT step, 2). */
+static int on_commit(server *s, waiter me, int T, pd_frame *f)
 {
     const char *dir = s->r->checkpoint_dir;
-    if (f->len || !dir) return pd_err_set(PD_EPROTO, "COMMIT %s", f->len ? "with a payload" : "without checkpoints");
     long step = (long)f->a;
+    if (f->len || !dir || f->b > 2) return pd_err_set(PD_EPROTO, "COMMIT %s", f->len ? "with a payload" : !dir ?
+                                                      "without checkpoints" : "of an unknown kind");
+    if (f->b == 0 && step != s->ckpt_step)
+        return pd_err_set(PD_EPROTO, "COMMIT of step %ld, but this pserver saved step %ld last", step, s->ckpt_step);
+    if (f->b > 0 && (s->moved > 0 || (f->b == 1 ? step <= s->resume_step : step != s->resume_step)))
+        return pd_err_set(PD_EPROTO, "COMMIT of step %ld out of place (resumed from %ld, %ld updates in)", step,
+                          s->resume_step, s->moved);
     char *ck = pd_ckpt_path(dir, step), *marker = pd_xasprintf("%s/complete", ck);
     char *mine = pd_xasprintf("%s/pserver-%d/shard.txt", ck, s->o->id);
-    if (access(marker, F_OK) == 0) {
+    int answer = (int)f->b;
+    if (f->b == 2) {
+        if (pd_ckpt_unmark(dir, step) > 0) PD_WARN("checkpoint %s withdrawn: another pserver has no shard of it", ck);
+    } else if (access(marker, F_OK) == 0) {
         /* the trainer's host, or storage both see: it is marked */
     } else if (access(mine, F_OK) != 0) {
-        PD_ERROR("trainer %d says checkpoint %s is complete, but this pserver's shard of it is not there (%s: "
-                 "lost?): remove %s on every host to resume from an older one", T, ck, strerror(errno), ck);
-    } else if (pd_ckpt_commit(dir, step, s->o->npservers, s->o->ntrainers,
-                              s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2) < 0) {
+        PD_ERROR("trainer %d says checkpoint %s is complete, but this pserver's shard of it is not there (%s): "
+                 "lost or corrupt; it is withdrawn on every host", T, ck, strerror(errno));
+        answer = 0;
+    } else if (pd_ckpt_mark(dir, step, s->o->npservers, s->o->ntrainers) < 0) {
         PD_ERROR("checkpoint %s: %s", ck, pd_err_msg());
+        answer = 0;
+    } else if (f->b == 0) {
+        pd_ckpt_prune(dir, step, s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2, 0);
     }
+    if (f->b > 0) reply(s, me, PD_MSG_COMMIT, (uint32_t)step, (uint32_t)answer, NULL, 0);
     free(ck);
     free(marker);
     free(mine);
@@ -1412,7 +1430,7 @@ static int on_frame(server *s, int slot, pd_frame *f)
     case PD_MSG_SAVE:
         return on_save(s, me, T, f);
     case PD_MSG_COMMIT:
-        return on_commit(s, T, f);
+        return on_commit(s, me, T, f);
     case PD_MSG_DECIDE:
         return on_decide(s, me, T, f);
     case PD_MSG_HEARTBEAT:
@@ -1933,6 +1951,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     } else if (o->resume && resume(s)) {
         s->ready = 1;
     }
+    if (!o->resume) pd_ckpt_forget_earlier(r->checkpoint_dir);
     s->conns = pd_xcalloc(MAX_CONNS, sizeof *s->conns);
     s->dirty = pd_xmalloc(LIST_CAP * sizeof *s->dirty);
     s->again = pd_xmalloc(LIST_CAP * sizeof *s->again);

@@ -40,10 +40,10 @@ static int checkpoint(ps_step *s, long step, int pass, int batch)
     int rc = pd_client_save(s->cl, step, pass, batch, &writer);
     if (rc < 0) return pd_err_wrap(rc, "checkpoint of step %ld", step);
     if (writer != s->o->id) return 0;
-    rc = pd_ckpt_commit(s->r->checkpoint_dir, step, s->o->npservers, s->o->ntrainers,
-                        s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2);
+    rc = pd_ckpt_mark(s->r->checkpoint_dir, step, s->o->npservers, s->o->ntrainers);
     if (rc < 0) return pd_err_wrap(rc, "checkpoint of step %ld", step);
     pd_client_commit(s->cl, step); /* each pserver marks it on its host too */
+    pd_ckpt_prune(s->r->checkpoint_dir, step, s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2, 1);
     PD_INFO("checkpoint of step %ld complete (pass %d, batch %d) in %.4f s", step, pass, batch, pd_now() - t0);
     return 0;
 }
@@ -103,6 +103,7 @@ static int resume_at(const pd_recipe *r, const pd_trainer_opts *o, pd_client *cl
 {
     if (cl->resume_step < 0) {
         if (o->resume) PD_INFO("trainer %d: no complete checkpoint: starting fresh", o->id);
+        else pd_ckpt_forget_earlier(r->checkpoint_dir); /* the pservers did the same on theirs */
         return 0;
     }
     if (cl->resume_pass >= r->passes) return pd_err_set(PD_EDATA, "the checkpoint's pass %d is past settings.passes",
@@ -151,6 +152,7 @@ static int train(const pd_recipe *r, const pd_trainer_opts *o, const pd_layout *
                                 r->server_timeout, o->stop)) < 0)
         return rc;
     if (r->heartbeat_timeout > 0) cl.hb_timeout = r->heartbeat_timeout;
+    cl.ckpt_dir = r->checkpoint_dir;
     int local = pd_client_unix_count(&cl);
     if (local > 0)
         PD_INFO("trainer %d: %d of %d pservers on this host, reached over their Unix sockets (%d with shared memory)",

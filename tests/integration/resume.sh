@@ -247,6 +247,34 @@ if grep -q "resuming from checkpoint nl/ps1/$newest " nl/resumed.ps1 &&
 else
     fail local_disks_resumed_same_params "$(grep -h 'resum\|E1' nl/resumed.* | head -n 4); $(ls nl/out_tr0 | tail -n 1)"
 fi
+# pserver 1's shard of the newest checkpoint lost: the others withdraw it,
+# and the next start resumes from the one before, everywhere
+rm -rf nl/ps* nl/tr* nl/out_*
+KILL_AT=700 local_roles killed2 "${nl_args[@]}"
+newest=$(ls nl/ps1 2>/dev/null | sort -t- -k2 -n | tail -n 1)
+older=$(ls nl/ps1 2>/dev/null | sort -t- -k2 -n | tail -n 2 | head -n 1)
+rm -rf "nl/ps1/$newest"
+local_roles lost "${nl_args[@]}" --resume
+local_roles after_lost "${nl_args[@]}" --resume
+if [ -n "$older" ] && [ "$older" != "$newest" ] && grep -q "checkpoint ${newest#ckpt-} is withdrawn" nl/lost.tr0 &&
+   grep -q "checkpoint nl/ps0/$newest withdrawn: another pserver has no shard of it" nl/lost.ps0 &&
+   grep -q "resuming from checkpoint nl/ps0/$older " nl/after_lost.ps0 &&
+   grep -q "resuming from checkpoint nl/ps1/$older " nl/after_lost.ps1 &&
+   cmp -s nl/ref.npy nl/out_tr0/pass-01499/fc_0.w_0.npy; then
+    pass local_disks_lost_shard_withdrawn
+else
+    fail local_disks_lost_shard_withdrawn "'$newest' '$older': $(grep -h 'resum\|E1\|withdrawn' nl/lost.* nl/after_lost.* | head -n 6)"
+fi
+# a new job (no --resume) in the same directories: the earlier job's
+# checkpoints are no longer complete anywhere, said once per directory
+local_roles fresh "${nl_args[@]}" --passes=3
+if grep -q "nl/ps1 held [0-9]* complete checkpoints of an earlier job: this job started without --resume" nl/fresh.ps1 &&
+   grep -q "nl/tr0 held [0-9]* complete checkpoints of an earlier job" nl/fresh.tr0 &&
+   [ -z "$(ls nl/ps0/*/complete nl/ps1/*/complete nl/tr0/*/complete 2>/dev/null)" ]; then
+    pass new_job_forgets_earlier_checkpoints
+else
+    fail new_job_forgets_earlier_checkpoints "$(grep -h 'earlier job' nl/fresh.* | head -n 3); $(ls nl/*/*/complete 2>&1 | head -n 3)"
+fi
 
 # a trainer stopped (SIGSTOP): the pservers name it within heartbeat_timeout + 5 s
 read -r -a ports <<<"$(free_ports)"
