@@ -29,6 +29,7 @@
 #include "../core/pd.h"
 #include "../core/crypto.h"
 #include "../core/fs.h"
+#include "../ps/ckpt.h"
 #include "../ps/http.h"
 #include "../core/term.h"
 #include "../nn/progress.h"
@@ -433,6 +434,23 @@ static void print_tail(const member *m)
     }
 }
 
+/* The message of m's last error line (a log line "E... file:line] MSG"),
+ * without m's own name before it, or NULL: what a role that exited
+ * non-zero said last, e.g. the trainer a pserver found hung. */
+static const char *last_error(const member *m)
+{
+    for (int i = m->ntail - 1; i >= 0; i--) {
+        const char *l = m->tail[(m->tail_pos - m->ntail + i + TAIL_LINES) % TAIL_LINES];
+        const char *p = l[0] == 'E' ? strstr(l, "] ") : NULL;
+        if (!p) continue;
+        p += 2;
+        size_t n = strlen(m->name);
+        if (strncmp(p, m->name, n) == 0 && p[n] == ':' && p[n + 1] == ' ') p += n + 2;
+        return *p ? p : NULL;
+    }
+    return NULL;
+}
+
 /* Say how a member ended badly, then what follows (`next`: "stopping the
  * job", or the restart). A node agent (upstream) also tells its launcher
  * which role failed and how, on a CTL line. */
@@ -448,8 +466,15 @@ static void say_failed(const pd_sup *s, const member *m, const char *next)
                     m->exit_signal ? "was killed" : "failed (see the lines above for the role)", next);
         return;
     }
-    char how[96];
+    char how[400];
     describe(m, how, sizeof how);
+    const char *why = m->exited && WIFEXITED(m->status) ? last_error(m) : NULL;
+    if (why) { /* on one line: the agent's CTL line carries it */
+        size_t k = strlen(how);
+        snprintf(how + k, sizeof how - k, " (%.300s)", why);
+        for (char *c = how + k; *c; c++)
+            if (*c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
+    }
     say("paddle: %s %s; %s\n", m->name, how, next);
     print_tail(m);
     if (s->upstream_fd >= 0) {
@@ -991,9 +1016,15 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
     s->log_train = open_log("log/train.log");
     s->upstream_fd = o->upstream_fd;
     if (local) {
+        char from[600] = "";
+        long step;
+        if (o->resume && r->checkpoint_dir && pd_ckpt_list(r->checkpoint_dir, &step, 1, 1) == 1)
+            snprintf(from, sizeof from, ", resumed from its last checkpoint (%.500s/ckpt-%ld)", r->checkpoint_dir, step);
+        else if (o->resume)
+            snprintf(from, sizeof from, ", --resume: no complete checkpoint under %.500s yet, so it starts fresh",
+                     r->checkpoint_dir ? r->checkpoint_dir : "settings.checkpoint_dir");
         printf("paddle: local job %s: %d pserver%s, %d trainer%s, %s mode%s; logs in log/\n", r->path, r->pservers,
-               r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "", r->mode,
-               o->resume ? ", resumed from its last checkpoint" : "");
+               r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "", r->mode, from);
         fflush(stdout);
         pd_sup_set_restarts(s, r->restarts, r->checkpoint_dir != NULL); /* on a node, restarts are the launcher's */
         if (pd_sup_serve_metrics(s, r, "127.0.0.1") < 0) {

@@ -660,13 +660,14 @@ static int on_commit_answer(pd_client *c, pd_net *net, int server, pd_frame *f, 
     return 0;
 }
 
-/* COMMIT of kind to every pserver for which pick(step of its READY) holds;
- * waits for the answers. 1: all of them did it, 0: not, < 0: failure. */
-static int commit_to(pd_client *c, pd_net *net, const ready_ctx *r, long step, int kind, int behind)
+/* COMMIT of kind to every pserver (kind 1), or to those that resumed from
+ * step (kind 2); waits for the answers. 1: all of them did it, 0: not,
+ * < 0: failure. */
+static int commit_to(pd_client *c, pd_net *net, const ready_ctx *r, long step, int kind)
 {
     int pending = 0, ok = 1;
     for (int s = 0; s < c->np; s++) {
-        if ((r->step[s] < step) != behind) continue;
+        if (kind == 2 && r->step[s] != step) continue;
         pd_conn_queue(&c->conns[s * c->nper], PD_MSG_COMMIT, (uint32_t)step, (uint32_t)kind, NULL, 0, NULL, 0);
         pending++;
     }
@@ -705,19 +706,20 @@ static int agree_on_checkpoint(pd_client *c, pd_net *net, const ready_ctx *r)
     char was[48];
     if (r->step[behind] < 0) snprintf(was, sizeof was, "no complete checkpoint");
     else snprintf(was, sizeof was, "checkpoint %ld", r->step[behind]);
-    int rc = commit_to(c, net, r, top, 1, 1);
+    int rc = commit_to(c, net, r, top, 1);
     if (rc < 0) return rc;
     if (rc == 1)
         return pd_err_set(PD_EDATA, "pserver %d resumed from %s, pserver %d from checkpoint %ld, which every pserver "
                           "saved: the job stopped before pserver %d heard it was complete. It knows now: the job's "
-                          "next start (a restart, or --resume) resumes from checkpoint %ld", behind, was, hi, top,
-                          behind, top);
-    rc = commit_to(c, net, r, top, 2, 0);
+                          "next start of every role (a restart, or --resume) resumes from checkpoint %ld", behind,
+                          was, hi, top, behind, top);
+    rc = commit_to(c, net, r, top, 2);
     if (rc < 0) return rc;
     if (c->ckpt_dir) pd_ckpt_unmark(c->ckpt_dir, top); /* the marker the trainers' host holds */
     return pd_err_set(PD_EDATA, "pserver %d resumed from %s, pserver %d from checkpoint %ld, of which a pserver has "
                       "no shard (lost or corrupt: its log says which): checkpoint %ld is withdrawn, and the job's "
-                      "next start (a restart, or --resume) resumes from an older one", behind, was, hi, top, top);
+                      "next start of every role (a restart, or --resume) resumes from an older one", behind, was, hi,
+                      top, top);
 }
 
 void pd_client_commit(pd_client *c, long step)

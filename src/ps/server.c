@@ -154,6 +154,7 @@ typedef struct server {
     uint8_t *asked;         /* per trainer and port: READY asked there (twice: a new process) */
     int fatal, fatal_slot;  /* the job can't go on: end with fatal_why (an error code) */
     long moved;             /* frames of this life that changed the job (pushes, pass ends, saves) */
+    int disagreed;          /* a trainer found the pservers resumed from different checkpoints */
     char fatal_why[400];
     long rows_pulled, rows_pushed;  /* sparse rows moved (this pass) */
     double pass_started;
@@ -923,7 +924,7 @@ static int on_commit(server *s, waiter me, int T, pd_frame *f)
                                                       "without checkpoints" : "of an unknown kind");
     if (f->b == 0 && step != s->ckpt_step)
         return pd_err_set(PD_EPROTO, "COMMIT of step %ld, but this pserver saved step %ld last", step, s->ckpt_step);
-    if (f->b > 0 && (s->moved > 0 || (f->b == 1 ? step <= s->resume_step : step != s->resume_step)))
+    if (f->b > 0 && (s->moved > 0 || (f->b == 1 ? step < s->resume_step : step != s->resume_step)))
         return pd_err_set(PD_EPROTO, "COMMIT of step %ld out of place (resumed from %ld, %ld updates in)", step,
                           s->resume_step, s->moved);
     char *ck = pd_ckpt_path(dir, step), *marker = pd_xasprintf("%s/complete", ck);
@@ -943,7 +944,10 @@ static int on_commit(server *s, waiter me, int T, pd_frame *f)
     } else if (f->b == 0) {
         pd_ckpt_prune(dir, step, s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2, 0);
     }
-    if (f->b > 0) reply(s, me, PD_MSG_COMMIT, (uint32_t)step, (uint32_t)answer, NULL, 0);
+    if (f->b > 0) {
+        reply(s, me, PD_MSG_COMMIT, (uint32_t)step, (uint32_t)answer, NULL, 0);
+        s->disagreed = 1; /* the trainers stop: this pserver ends once they left (heartbeats) */
+    }
     free(ck);
     free(marker);
     free(mine);
@@ -1769,6 +1773,14 @@ static int heartbeats(server *s)
             reply(s, w, PD_MSG_HEARTBEAT, 0, 0, NULL, 0);
         }
     }
+    /* the trainers stopped on pservers resumed from different checkpoints
+     * (on_commit): once they all left, so does this pserver, at once */
+    int here = 0;
+    for (int t = 0; t < s->o->ntrainers && s->disagreed; t++) here |= s->seen[t] && trainer_still_here(s, t, -1);
+    if (s->disagreed && !here)
+        return pd_err_set(PD_EDATA, "the pservers resumed from different checkpoints (the trainers' logs say which) "
+                          "and the trainers stopped: pserver %d ends too; start every role again with --resume",
+                          s->o->id);
     /* a trainer that started and left (every connection closed) before it
      * finished cannot come back (rejoin_refused): the job cannot finish */
     for (int t = 0; t < s->o->ntrainers; t++) {

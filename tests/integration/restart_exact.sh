@@ -114,6 +114,12 @@ hung() { # NAME WRAP...: run the job (through WRAP), then call hang_$NAME once a
 hang_trainer_stopped() { local v; v=$(role_pid --trainer_id=1); [ -n "$v" ] && kill -STOP "$v"; }
 hang_pattern='trainer 1 sent nothing for'
 hung trainer_stopped env
+# the launcher's line on the role that ended names the hung trainer too
+if grep -q '^paddle: [a-z]* [01] exited with status 1 (.*trainer 1 sent nothing for [0-9]* s' trainer_stopped.out; then
+    pass trainer_stopped_named_by_the_launcher
+else
+    fail trainer_stopped_named_by_the_launcher "$(grep '^paddle: .* exited' trainer_stopped.out | head -n 2)"
+fi
 check trainer_stopped_no_leftovers no_leftovers
 
 # A network cut: the job runs in a network namespace of its own; a firewall
