@@ -654,6 +654,8 @@ static int stop_job(pd_sup *s, int sig)
     if (s->board) pd_progress_all(s->board, PD_ST_STOPPING, 0);
     pd_sup_stop_all(s);
     report(s);
+    if (s->checkpoints && sig >= 0) /* the launcher's, with settings.checkpoint_dir */
+        say("paddle: the same command with --resume continues the job from its last complete checkpoint\n");
     return sig ? 130 : 1;
 }
 

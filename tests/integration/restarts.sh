@@ -127,7 +127,9 @@ if start --passes=1000000 --checkpoint_dir=ckpt --resume; then
         [[ "$c" == *" pserver "* || "$c" == *" trainer "* ]] && [[ "$c" == *"--resume "* ]] && n=$((n + 1))
     done
     kill -INT "$launcher"; gone_within "$launcher" 10
-    if [ "$n" -eq 4 ] && head -n 1 job.out | grep -q -- "$said"; then
+    # and the stop says how to go on
+    if [ "$n" -eq 4 ] && head -n 1 job.out | grep -q -- "$said" &&
+       grep -q '^paddle: the same command with --resume continues the job from its last complete checkpoint$' job.out; then
         pass resume_starts_roles_with_resume
     else
         fail resume_starts_roles_with_resume "$n of 4 roles with --resume: $(head -n 1 job.out)"
