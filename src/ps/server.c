@@ -1473,10 +1473,13 @@ static int open_ports(server *s, int *base)
                     s->listen_fd[j] = -1;
                 }
                 /* a pserver list of consecutive ports on one host gives each too few */
-                if (n > 1)
+                if (i > 0)
                     pd_err_wrap(PD_EIO, "a pserver listens on %d consecutive ports, %d-%d here (ports_num + "
                                 "ports_num_for_sparse): space the pservers of one host %d ports apart", n,
                                 s->o->port, s->o->port + n - 1, n);
+                else if (strstr(pd_err_msg(), "in use"))
+                    pd_err_wrap(PD_EIO, "another process holds port %d (an earlier pserver not ended yet?)",
+                                s->o->port);
                 return PD_EIO;
             }
         *base = s->o->port;
