@@ -618,7 +618,12 @@ static void ask_stop(member *m)
 void pd_sup_stop_all(pd_sup *s)
 {
     reap(s);
-    for (int i = 0; i < s->n; i++) ask_stop(&s->m[i]);
+    /* the trainers first: each has its SIGTERM before a pserver stopped by
+     * its own closes their connections, and ends as stopped, not failed */
+    for (int i = 0; i < s->n; i++)
+        if (!strncmp(s->m[i].name, "trainer", 7)) ask_stop(&s->m[i]);
+    for (int i = 0; i < s->n; i++)
+        if (strncmp(s->m[i].name, "trainer", 7)) ask_stop(&s->m[i]);
     pump(s, pd_now() + PD_STOP_GRACE, UNTIL_ALL_ENDED);
     reap(s);
     for (int i = 0; i < s->n; i++) {
