@@ -256,12 +256,15 @@ int pd_ckpt_unmark(const char *dir, long step)
     long *all = list_all(dir, &n);
     for (int i = 0; i < n; i++) {
         if (step >= 0 && all[i] != step) continue;
-        char *p = pd_xasprintf("%s/ckpt-%ld/complete", dir, all[i]);
-        if (unlink(p) == 0) k++;
+        char *ck = pd_ckpt_path(dir, all[i]), *p = pd_xasprintf("%s/complete", ck);
+        if (unlink(p) == 0) {
+            k++;
+            pd_ckpt_fsync_file(ck); /* the marker's going on disk before anything follows */
+        }
+        free(ck);
         free(p);
     }
     free(all);
-    if (k) pd_ckpt_fsync_file(dir);
     return k;
 }
 

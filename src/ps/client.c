@@ -647,41 +647,42 @@ static int on_ready(pd_client *c, pd_net *net, int server, pd_frame *f, void *ct
     return 0;
 }
 
-/* A COMMIT's answer (kind 1 or 2): *ok stays 1 while every pserver asked
- * marked the step (or withdrew it). */
+/* A COMMIT's answer (kind 1 or 2): the worst of them in *worst (1 all
+ * marked, 0 a shard missing, 3 a marker not written). */
 static int on_commit_answer(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx)
 {
     (void)c;
     (void)net;
-    if (f->type != PD_MSG_COMMIT || f->len)
+    int *worst = ctx;
+    if (f->type != PD_MSG_COMMIT || f->len || f->b > 3)
         return pd_err_set(PD_EPROTO, "pserver %d: expected COMMIT, got %s", server,
                           pd_msg_name(f->type) ? pd_msg_name(f->type) : "?");
-    if (f->b == 0) *(int *)ctx = 0;
+    if (f->b == 3) *worst = 3;
+    else if (f->b == 0 && *worst != 3) *worst = 0;
     return 0;
 }
 
-/* COMMIT of kind to every pserver (kind 1), or to those that resumed from
- * step (kind 2); waits for the answers. 1: all of them did it, 0: not,
- * < 0: failure. */
-static int commit_to(pd_client *c, pd_net *net, const ready_ctx *r, long step, int kind)
+/* COMMIT of kind for step to every pserver; waits for the answers, and
+ * returns the worst (on_commit_answer), or < 0. */
+static int commit_all(pd_client *c, pd_net *net, long step, int kind)
 {
-    int pending = 0, ok = 1;
+    int pending = 0, worst = 1;
     for (int s = 0; s < c->np; s++) {
-        if (kind == 2 && r->step[s] != step) continue;
         pd_conn_queue(&c->conns[s * c->nper], PD_MSG_COMMIT, (uint32_t)step, (uint32_t)kind, NULL, 0, NULL, 0);
         pending++;
     }
-    int rc = exchange(c, net, &pending, on_commit_answer, &ok);
-    return rc < 0 ? rc : ok;
+    int rc = exchange(c, net, &pending, on_commit_answer, &worst);
+    return rc < 0 ? rc : worst;
 }
 
 /* Every pserver must have resumed from the same checkpoint. A checkpoint
  * is complete once every pserver saved its shard; each pserver marks it so
  * when a trainer's COMMIT comes, and a job stopped between two COMMITs
- * leaves the pservers behind with an older one. They are told now (the
- * newest one any pserver resumed from is complete), and the job's next
- * start resumes from it; when one of them has no shard of it (lost,
- * corrupt), the others withdraw it, and the next start takes an older one. */
+ * leaves the pservers behind with an older one. Every pserver is asked to
+ * mark the newest one any resumed from, where its shard is there; then the
+ * job's next start resumes from it. When a pserver has no shard of it
+ * (lost, corrupt), every pserver withdraws it, and the next start takes an
+ * older one. */
 static int agree_on_checkpoint(pd_client *c, pd_net *net, const ready_ctx *r)
 {
     int hi = 0, behind = -1;
@@ -706,15 +707,17 @@ static int agree_on_checkpoint(pd_client *c, pd_net *net, const ready_ctx *r)
     char was[48];
     if (r->step[behind] < 0) snprintf(was, sizeof was, "no complete checkpoint");
     else snprintf(was, sizeof was, "checkpoint %ld", r->step[behind]);
-    int rc = commit_to(c, net, r, top, 1);
+    int rc = commit_all(c, net, top, 1);
     if (rc < 0) return rc;
     if (rc == 1)
         return pd_err_set(PD_EDATA, "pserver %d resumed from %s, pserver %d from checkpoint %ld, which every pserver "
                           "saved: the job stopped before pserver %d heard it was complete. It knows now: the job's "
                           "next start of every role (a restart, or --resume) resumes from checkpoint %ld", behind,
                           was, hi, top, behind, top);
-    rc = commit_to(c, net, r, top, 2);
-    if (rc < 0) return rc;
+    if (rc == 3)
+        return pd_err_set(PD_EIO, "pserver %d resumed from %s, pserver %d from checkpoint %ld, and a pserver could "
+                          "not mark it complete on its disk (its log says why)", behind, was, hi, top);
+    if ((rc = commit_all(c, net, top, 2)) < 0) return rc;
     if (c->ckpt_dir) pd_ckpt_unmark(c->ckpt_dir, top); /* the marker the trainers' host holds */
     return pd_err_set(PD_EDATA, "pserver %d resumed from %s, pserver %d from checkpoint %ld, of which a pserver has "
                       "no shard (lost or corrupt: its log says which): checkpoint %ld is withdrawn, and the job's "

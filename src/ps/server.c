@@ -155,6 +155,7 @@ typedef struct server {
     int fatal, fatal_slot;  /* the job can't go on: end with fatal_why (an error code) */
     long moved;             /* frames of this life that changed the job (pushes, pass ends, saves) */
     int disagreed;          /* a trainer found the pservers resumed from different checkpoints */
+    int forget_earlier;     /* a new job: at its first change, pd_ckpt_forget_earlier */
     char fatal_why[400];
     long rows_pulled, rows_pushed;  /* sparse rows moved (this pass) */
     double pass_started;
@@ -795,7 +796,7 @@ static int shard_counters(server *s, const char *dir, const char *text)
     s->batches_total = p ? strtol(p + 9, NULL, 10) : 0;
     p = strstr(text, "\ntrainers ");
     if (p && atoi(p + 10) != s->o->ntrainers)
-        return pd_err_set(PD_EDATA, "%s was saved by a job of %d trainers, this one has %d", dir, atoi(p + 10),
+        return pd_err_set(PD_EINVAL, "%s was saved by a job of %d trainers, this one has %d", dir, atoi(p + 10),
                           s->o->ntrainers);
     for (int t = 0; t < s->o->ntrainers; t++) {
         snprintf(key, sizeof key, "\ntrainer %d pass ", t);
@@ -822,10 +823,10 @@ static int load_shard(server *s, const char *dir)
     int rc = 0;
     if (!ok) rc = pd_err_set(PD_EDATA, "%s/shard.txt is malformed", dir);
     else if (id != s->o->id || np != s->o->npservers)
-        rc = pd_err_set(PD_EDATA, "%s holds the shard of pserver %d of %d, this is pserver %d of %d", dir, id, np,
+        rc = pd_err_set(PD_EINVAL, "%s holds the shard of pserver %d of %d, this is pserver %d of %d", dir, id, np,
                         s->o->id, s->o->npservers);
     else if (strcmp(digest, want) != 0)
-        rc = pd_err_set(PD_EDATA, "%s was saved for a different model or optimizer", dir);
+        rc = pd_err_set(PD_EINVAL, "%s was saved for a different model or optimizer", dir);
     if (rc == 0) rc = shard_counters(s, dir, text);
     if (rc == 0) rc = shard_arrays(s, dir, NULL, text);
     if (rc == 0) {
@@ -837,7 +838,8 @@ static int load_shard(server *s, const char *dir)
     return rc;
 }
 
-/* --resume: the newest complete checkpoint whose shard loads; newer
+/* --resume: the newest complete checkpoint whose shard loads (1), or none
+ * (0; < 0: one of another job's, of another recipe); newer
  * corrupt ones lose their marker and this pserver's shard, so that they
  * cannot mix with the ones this life writes. A shard without a marker is
  * kept: on a disk of this host alone, it may be complete where a trainer
@@ -855,10 +857,18 @@ static int resume(server *s)
         int rc = -1;
         if (access(marker, F_OK) != 0) {
             PD_WARN("checkpoint %s is incomplete (no complete marker): skipped", ck);
-        } else if ((rc = load_shard(s, mine)) < 0) {
+        } else if ((rc = load_shard(s, mine)) == PD_EINVAL) {
+            /* another job's (recipe changed): left as it is, and no fresh start over it */
+            rc = pd_err_wrap(rc, "--resume of checkpoint %s", ck);
+            free(ck); free(marker); free(mine);
+            return pd_err_wrap(rc, "resume with the recipe that wrote it, or start a new job without --resume");
+        } else if (rc < 0) {
             PD_WARN("checkpoint %s skipped: %s", ck, pd_err_msg());
             unlink(marker);
             pd_ckpt_remove_tree(mine);
+            s->pass = 0, s->batches_total = 0; /* what the shard set before it failed */
+            memset(s->pos_pass, 0, (size_t)s->o->ntrainers * sizeof *s->pos_pass);
+            memset(s->pos_batch, 0, (size_t)s->o->ntrainers * sizeof *s->pos_batch);
         } else {
             PD_INFO("resuming from checkpoint %s (step %ld, pass %d), read in %.3f s", ck, steps[i], s->pass,
                     pd_now() - t0);
@@ -913,9 +923,10 @@ static void save_barrier(server *s)
  * and prunes as the trainer does, so that a restart finds the checkpoint
  * here. Only for the step this pserver saved last. Before anything moved
  * in a resumed job, whose pservers resumed from different checkpoints:
- * b 1, mark step, which this pserver did not hear was complete (answer:
- * COMMIT step, 1 marked or 0 no shard of it here); b 2, withdraw step's
- * marker, as another pserver lost its shard (answer: COMMIT step, 2). */
+ * b 1, mark step if this pserver's shard of it is there and checks
+ * (answer: COMMIT step, 1 marked, 0 no such shard, 3 the marker could not
+ * be written); b 2, withdraw step's marker, as a pserver has no shard of it
+ * (answer: COMMIT step, 2). */
 static int on_commit(server *s, waiter me, int T, pd_frame *f)
 {
     const char *dir = s->r->checkpoint_dir;
@@ -924,24 +935,33 @@ static int on_commit(server *s, waiter me, int T, pd_frame *f)
                                                       "without checkpoints" : "of an unknown kind");
     if (f->b == 0 && step != s->ckpt_step)
         return pd_err_set(PD_EPROTO, "COMMIT of step %ld, but this pserver saved step %ld last", step, s->ckpt_step);
-    if (f->b > 0 && (s->moved > 0 || (f->b == 1 ? step < s->resume_step : step != s->resume_step)))
+    if (f->b > 0 && (s->moved > 0 || step < s->resume_step))
         return pd_err_set(PD_EPROTO, "COMMIT of step %ld out of place (resumed from %ld, %ld updates in)", step,
                           s->resume_step, s->moved);
     char *ck = pd_ckpt_path(dir, step), *marker = pd_xasprintf("%s/complete", ck);
-    char *mine = pd_xasprintf("%s/pserver-%d/shard.txt", ck, s->o->id);
+    char *mine = pd_xasprintf("%s/pserver-%d", ck, s->o->id);
     int answer = (int)f->b;
     if (f->b == 2) {
-        if (pd_ckpt_unmark(dir, step) > 0) PD_WARN("checkpoint %s withdrawn: another pserver has no shard of it", ck);
+        if (pd_ckpt_unmark(dir, step) > 0) PD_WARN("checkpoint %s withdrawn: a pserver has no shard of it", ck);
+    } else if (f->b == 1) {
+        char *text = read_shard_text(mine); /* its own shard, whatever a shared marker says */
+        if (!text) {
+            PD_ERROR("checkpoint %s is complete on another pserver, but this pserver's shard of it is lost or "
+                     "corrupt (%s): it is withdrawn on every host", ck, pd_err_msg());
+            answer = 0;
+        } else if (access(marker, F_OK) != 0 && pd_ckpt_mark(dir, step, s->o->npservers, s->o->ntrainers) < 0) {
+            PD_ERROR("checkpoint %s: %s", ck, pd_err_msg());
+            answer = 3;
+        }
+        free(text);
     } else if (access(marker, F_OK) == 0) {
         /* the trainer's host, or storage both see: it is marked */
     } else if (access(mine, F_OK) != 0) {
-        PD_ERROR("trainer %d says checkpoint %s is complete, but this pserver's shard of it is not there (%s): "
-                 "lost or corrupt; it is withdrawn on every host", T, ck, strerror(errno));
-        answer = 0;
+        PD_ERROR("trainer %d says checkpoint %s is complete, but this pserver's shard of it is not there (%s)", T,
+                 ck, strerror(errno));
     } else if (pd_ckpt_mark(dir, step, s->o->npservers, s->o->ntrainers) < 0) {
         PD_ERROR("checkpoint %s: %s", ck, pd_err_msg());
-        answer = 0;
-    } else if (f->b == 0) {
+    } else {
         pd_ckpt_prune(dir, step, s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2, 0);
     }
     if (f->b > 0) {
@@ -1708,7 +1728,8 @@ static void on_readable(server *s, int slot)
         }
         if (rc == 0) break;
         int frc = on_frame(s, slot, &f);
-        if (frc == 0 && changes_job(f.type)) s->moved++;
+        if (frc == 0 && changes_job(f.type) && s->moved++ == 0 && s->forget_earlier)
+            pd_ckpt_forget_earlier(s->r->checkpoint_dir); /* the trainers agreed: a new job */
         if (frc < 0) {
             /* an authenticated peer is told why; an unauthenticated one
              * got its answer from the handshake, if any */
@@ -1963,10 +1984,13 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
         memset(s->pos_pass, 0, (size_t)o->ntrainers * sizeof *s->pos_pass);
         memset(s->pos_batch, 0, (size_t)o->ntrainers * sizeof *s->pos_batch);
         PD_INFO("started from the shard saved in %s", o->init_shard);
-    } else if (o->resume && resume(s)) {
+    } else if (o->resume && (rc = resume(s)) != 0) {
+        if (rc < 0) goto out;
+        rc = 0;
         s->ready = 1;
     }
-    if (!o->resume) pd_ckpt_forget_earlier(r->checkpoint_dir);
+    /* a new job: the earlier one's markers go once this one really moved */
+    s->forget_earlier = !o->resume && r->checkpoint_dir;
     s->conns = pd_xcalloc(MAX_CONNS, sizeof *s->conns);
     s->dirty = pd_xmalloc(LIST_CAP * sizeof *s->dirty);
     s->again = pd_xmalloc(LIST_CAP * sizeof *s->again);
