@@ -155,6 +155,7 @@ typedef struct server {
     int fatal, fatal_slot;  /* the job can't go on: end with fatal_why (an error code) */
     long moved;             /* frames of this life that changed the job (pushes, pass ends, saves) */
     int disagreed;          /* a trainer found the pservers resumed from different checkpoints */
+    double disagreed_at;
     int forget_earlier;     /* a new job: at its first change, pd_ckpt_forget_earlier */
     char fatal_why[400];
     long rows_pulled, rows_pushed;  /* sparse rows moved (this pass) */
@@ -966,6 +967,7 @@ static int on_commit(server *s, waiter me, int T, pd_frame *f)
     }
     if (f->b > 0) {
         reply(s, me, PD_MSG_COMMIT, (uint32_t)step, (uint32_t)answer, NULL, 0);
+        if (!s->disagreed) s->disagreed_at = pd_now();
         s->disagreed = 1; /* the trainers stop: this pserver ends once they left (heartbeats) */
     }
     free(ck);
@@ -1798,10 +1800,12 @@ static int heartbeats(server *s)
         }
     }
     /* the trainers stopped on pservers resumed from different checkpoints
-     * (on_commit): once they all left, so does this pserver, at once */
+     * (on_commit): once they all came and left, so does this pserver (a
+     * trainer that never came: heartbeat_timeout later), so that each
+     * trainer hears the reason from the pservers, not a closed connection */
     int here = 0;
     for (int t = 0; t < s->o->ntrainers && s->disagreed; t++) here |= s->seen[t] && trainer_still_here(s, t, -1);
-    if (s->disagreed && !here)
+    if (s->disagreed && !here && (s->nseen == s->o->ntrainers || now - s->disagreed_at > s->hb_timeout))
         return pd_err_set(PD_EDATA, "the pservers resumed from different checkpoints (the trainers' logs say which) "
                           "and the trainers stopped: pserver %d ends too; start every role again with --resume",
                           s->o->id);
