@@ -599,6 +599,11 @@ static int pump(pd_sup *s, double deadline, int until)
     return until == UNTIL_EVENT ? sig : 0;
 }
 
+static int is_trainer(const member *m)
+{
+    return m->kind == M_ROLE && m->role == PD_ROLE_TRAINER;
+}
+
 /* Step 3 of the path above: ask a member to stop. */
 static void ask_stop(member *m)
 {
@@ -621,9 +626,9 @@ void pd_sup_stop_all(pd_sup *s)
     /* the trainers first: each has its SIGTERM before a pserver stopped by
      * its own closes their connections, and ends as stopped, not failed */
     for (int i = 0; i < s->n; i++)
-        if (!strncmp(s->m[i].name, "trainer", 7)) ask_stop(&s->m[i]);
+        if (is_trainer(&s->m[i])) ask_stop(&s->m[i]);
     for (int i = 0; i < s->n; i++)
-        if (strncmp(s->m[i].name, "trainer", 7)) ask_stop(&s->m[i]);
+        if (!is_trainer(&s->m[i])) ask_stop(&s->m[i]);
     pump(s, pd_now() + PD_STOP_GRACE, UNTIL_ALL_ENDED);
     reap(s);
     for (int i = 0; i < s->n; i++) {

@@ -53,6 +53,7 @@ struct limits {
     lua_State *outer;   /* the state this thread ran before this one */
     int hit;            /* a limit was reached: msg says which and where */
     char msg[256];
+    char mem_where[200]; /* "file:line: " of the last allocation refused */
 };
 
 /* the state this thread runs, for the CPU timer's signal handler */
@@ -129,6 +130,20 @@ static void arm_cpu_timer(struct limits *lim)
     lim->cpu_armed = 1;
 }
 
+/* "file:line: " of the innermost Lua function on L's stack, into buf,
+ * allocating nothing (the allocator calls it as it refuses memory). */
+static void note_lua_where(lua_State *L, char *buf, size_t size)
+{
+    lua_Debug ar;
+    buf[0] = 0;
+    for (int level = 0; L && level < 4 && lua_getstack(L, level, &ar); level++) {
+        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+            snprintf(buf, size, "%s:%d: ", ar.short_src, ar.currentline);
+            return;
+        }
+    }
+}
+
 static void *alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     struct limits *lim = ud;
@@ -138,7 +153,10 @@ static void *alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         lim->used -= osize;
         return NULL;
     }
-    if (nsize > osize && lim->used + (nsize - osize) > MEM_LIMIT) return NULL;
+    if (nsize > osize && lim->used + (nsize - osize) > MEM_LIMIT) {
+        note_lua_where(lim->main, lim->mem_where, sizeof lim->mem_where);
+        return NULL;
+    }
     void *p = realloc(ptr, nsize);
     if (!p) return NULL;
     lim->used = lim->used - osize + nsize;
@@ -416,8 +434,11 @@ int pd_lua_pcall(lua_State *L, int nargs, int nresults)
     if (status != LUA_OK) {
         struct limits *lim = limits_of(L);
         const char *msg = lua_tostring(L, -1);
-        if (status == LUA_ERRMEM) msg = "recipe used over 1 GiB of memory";
-        else if (lim->hit) msg = lim->msg;
+        char mem[sizeof lim->mem_where + 64];
+        if (status == LUA_ERRMEM) {
+            snprintf(mem, sizeof mem, "%srecipe used over 1 GiB of memory", lim->mem_where);
+            msg = mem;
+        } else if (lim->hit) msg = lim->msg;
         else if (status == LUA_ERRERR) msg = "error while reporting an error (in an xpcall handler or __tostring?)";
         pd_err_set(PD_ERECIPE, "%s", msg ? msg : "unknown Lua error");
         lua_pop(L, 1);

@@ -152,7 +152,7 @@ int pd_ckpt_list(const char *dir, long *steps, int max, int complete_only)
 
 /* Old checkpoints are removed behind the job: their trees (a hundred files
  * and more each) cost a trainer that waited for them about as much as
- * writing a shard. pd_ckpt_commit renames each to ckpt-<step>.removed (no
+ * writing a shard. pd_ckpt_prune renames each to ckpt-<step>.removed (no
  * longer a checkpoint to list, resume or prune) and one thread at a time
  * removes those; a life killed before it finished leaves them for the next
  * commit's thread. */
@@ -221,6 +221,7 @@ void pd_ckpt_prune(const char *dir, long step, int keep, int wait)
 {
     if (!wait && removal.running && !__atomic_load_n(&removal.done, __ATOMIC_ACQUIRE)) return;
     pd_ckpt_wait_removals();
+    if (keep < 1) keep = 1; /* the newest complete one is never removed */
     int n, kept = 0, retired = 0;
     long *all = list_all(dir, &n);
     for (int i = 0; i < n; i++) {
@@ -241,13 +242,6 @@ void pd_ckpt_prune(const char *dir, long step, int keep, int wait)
     char *arg = pd_xstrdup(dir);
     if (pthread_create(&removal.thread, NULL, remove_old, arg) == 0) removal.running = 1;
     else remove_old(arg);
-}
-
-int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int keep)
-{
-    int rc = pd_ckpt_mark(dir, step, npservers, ntrainers);
-    if (rc == 0) pd_ckpt_prune(dir, step, keep, 1);
-    return rc;
 }
 
 int pd_ckpt_unmark(const char *dir, long step)

@@ -33,14 +33,12 @@ char *pd_ckpt_path(const char *dir, long step);
 /* The steps of the checkpoints under dir, newest first, at most max; with
  * complete_only, only those with their complete marker. Returns how many. */
 int pd_ckpt_list(const char *dir, long *steps, int max, int complete_only);
-/* Write DIR/ckpt-<step>/complete, then keep only the newest keep complete
- * checkpoints: older ones, complete or not, are renamed out of the list at
- * once and removed by a thread behind the caller (with any an earlier life
- * left). */
-int pd_ckpt_commit(const char *dir, long step, int npservers, int ntrainers, int keep);
-/* Its two halves: the marker of step (its directory made if missing), */
+/* Write DIR/ckpt-<step>/complete (its directory made if missing). */
 int pd_ckpt_mark(const char *dir, long step, int npservers, int ntrainers);
-/* and the pruning; !wait: not now when the last removal is still running. */
+/* Keep only the newest keep (at least 1) complete checkpoints up to step:
+ * older ones, complete or not, are renamed out of the list at once and
+ * removed by a thread behind the caller (with any an earlier life left);
+ * !wait: not now when the last removal is still running. */
 void pd_ckpt_prune(const char *dir, long step, int keep, int wait);
 /* Remove the complete marker of step (-1: of every checkpoint) under dir:
  * how many there were. */
@@ -50,7 +48,7 @@ int pd_ckpt_unmark(const char *dir, long step);
  * later --resume of this job cannot take one of its checkpoints, nor a
  * COMMIT mark this job's shard of a step beside the earlier job's. */
 void pd_ckpt_forget_earlier(const char *dir);
-/* Wait until the removals pd_ckpt_commit started are done (before exit). */
+/* Wait until the removals pd_ckpt_prune started are done (before exit). */
 void pd_ckpt_wait_removals(void);
 
 #endif

@@ -963,7 +963,7 @@ static int on_commit(server *s, waiter me, int T, pd_frame *f)
     } else if (pd_ckpt_mark(dir, step, s->o->npservers, s->o->ntrainers) < 0) {
         PD_ERROR("checkpoint %s: %s", ck, pd_err_msg());
     } else {
-        pd_ckpt_prune(dir, step, s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2, 0);
+        pd_ckpt_prune(dir, step, s->r->checkpoint_keep, 0);
     }
     if (f->b > 0) {
         reply(s, me, PD_MSG_COMMIT, (uint32_t)step, (uint32_t)answer, NULL, 0);

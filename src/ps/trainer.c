@@ -43,7 +43,7 @@ static int checkpoint(ps_step *s, long step, int pass, int batch)
     rc = pd_ckpt_mark(s->r->checkpoint_dir, step, s->o->npservers, s->o->ntrainers);
     if (rc < 0) return pd_err_wrap(rc, "checkpoint of step %ld", step);
     pd_client_commit(s->cl, step); /* each pserver marks it on its host too */
-    pd_ckpt_prune(s->r->checkpoint_dir, step, s->r->checkpoint_keep > 0 ? s->r->checkpoint_keep : 2, 1);
+    pd_ckpt_prune(s->r->checkpoint_dir, step, s->r->checkpoint_keep, 1);
     PD_INFO("checkpoint of step %ld complete (pass %d, batch %d) in %.4f s", step, pass, batch, pd_now() - t0);
     return 0;
 }

@@ -429,7 +429,17 @@ local t = {}
 for i = 1, 1e9 do t[i] = i end
 $BASE
 EOF
-expect_error memory-limit 2 "recipe used over 1 GiB of memory" timeout 60 "$PADDLE" check memory.lua
+expect_error memory-limit 2 "memory.lua:2: recipe used over 1 GiB of memory" timeout 60 "$PADDLE" check memory.lua
+
+# one allocation past the limit, made by a library function: named at the
+# recipe's line that called it
+write bigstring.lua <<EOF
+local n = 2^30
+local s = string.rep("x", n)
+$BASE
+EOF
+expect_error memory-limit-in-call 2 "bigstring.lua:2: recipe used over 1 GiB of memory" \
+    timeout 60 "$PADDLE" check bigstring.lua
 
 # strings allocated again and again: the count says what it was mostly
 write strings.lua <<EOF

@@ -1753,7 +1753,8 @@ PD_TEST(ckpt_commit_keeps_the_newest_and_removes_the_rest_behind)
     fake_checkpoint(dir, "ckpt-900", 1);
     fake_checkpoint(dir, "ckpt-50.removed", 0);
     fake_checkpoint(dir, "ckpt-60.removedx", 0);
-    CHECK_EQ_INT(pd_ckpt_commit(dir, 400, 1, 1, 2), 0);
+    CHECK_EQ_INT(pd_ckpt_mark(dir, 400, 1, 1), 0);
+    pd_ckpt_prune(dir, 400, 2, 1);
     /* out of the list before the commit returns */
     long steps[8];
     int n = pd_ckpt_list(dir, steps, 8, 0);
@@ -1769,7 +1770,8 @@ PD_TEST(ckpt_commit_keeps_the_newest_and_removes_the_rest_behind)
     /* a name an earlier life left: this one's old tree is removed at once */
     fake_checkpoint(dir, "ckpt-300.removed", 0);
     fake_checkpoint(dir, "ckpt-500", 1);
-    CHECK_EQ_INT(pd_ckpt_commit(dir, 500, 1, 1, 2), 0);
+    CHECK_EQ_INT(pd_ckpt_mark(dir, 500, 1, 1), 0);
+    pd_ckpt_prune(dir, 500, 2, 1);
     CHECK(!exists(dir, "ckpt-300"));
     pd_ckpt_wait_removals();
     CHECK(!exists(dir, "ckpt-300.removed"));
