@@ -167,7 +167,10 @@ static void container(FILE *f, const job *j, const char *in, const char *name, c
     q(f, j->o->image);
     fprintf(f, "\n%s  workingDir: /job\n%s  args: [start, ", in, in);
     q(f, j->r->path);
-    fprintf(f, ", \"--save_dir=/output/%s\"", j->r->save_dir ? j->r->save_dir : "output");
+    char *save = pd_xasprintf("--save_dir=/output/%s", j->r->save_dir ? j->r->save_dir : "output");
+    fputs(", ", f);
+    q(f, save);
+    free(save);
     for (int i = 0; i < j->o->nargs; i++) {
         fputs(", ", f);
         q(f, j->o->args[i]);
@@ -358,12 +361,34 @@ static void job_name(job *j)
         if (dot) *dot = '\0';
         src = base;
     }
-    size_t k = 0;
+    /* lower-case letters, digits and '-' (a DNS label, as Kubernetes wants) */
+    char clean[48];
+    size_t k = 0, n = strlen(src);
     for (const char *p = src; *p && k < 40; p++)
-        j->name[k++] = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '-';
-    while (k > 0 && j->name[k - 1] == '-') k--;
-    j->name[k] = '\0';
-    if (!k || !isalpha((unsigned char)j->name[0])) snprintf(j->name, sizeof j->name, "paddle-%.40s", src);
+        clean[k++] = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '-';
+    while (k > 0 && clean[k - 1] == '-') k--;
+    clean[k] = '\0';
+    const char *pre = !k ? "paddle" : !isalpha((unsigned char)clean[0]) ? "paddle-" : "";
+    if (n <= 40) {
+        snprintf(j->name, sizeof j->name, "%s%s", pre, clean);
+        return;
+    }
+    /* cut: a hash of the whole name keeps two long names apart (their
+     * checkpoints' directories on a shared claim are named by it) */
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)src[i]) * 16777619u;
+    snprintf(j->name, sizeof j->name, "%s%s-%06x", pre, clean, (unsigned)(h & 0xffffff));
+}
+
+/* A DNS label: lower-case letters, digits and '-', a letter or digit at
+ * each end, 63 at most (a namespace's name). */
+static int dns_label(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-') return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!islower((unsigned char)s[i]) && !isdigit((unsigned char)s[i]) && s[i] != '-') return 0;
+    return 1;
 }
 
 int pd_k8s_print(FILE *f, const pd_recipe *r, const pd_k8s_opts *o)
@@ -374,6 +399,9 @@ int pd_k8s_print(FILE *f, const pd_recipe *r, const pd_k8s_opts *o)
     j->nports = r->ports_num + r->ports_num_for_sparse;
     job_name(j);
     int rc = pd_secret_new(s);
+    if (rc == 0 && o->namespace_ && !dns_label(o->namespace_))
+        rc = pd_err_set(PD_EINVAL, "--namespace '%s': a namespace is a DNS label (lower-case letters, digits and "
+                        "'-', a letter or digit at each end, 63 at most)", o->namespace_);
     if (rc == 0 && r->checkpoint_dir && !o->pod && !o->checkpoint_claim)
         rc = pd_err_set(PD_EINVAL, "%s: settings.checkpoint_dir = %s: under Kubernetes the checkpoints need a "
                         "volume every pod mounts: create a ReadWriteMany PersistentVolumeClaim and name it with "

@@ -667,6 +667,8 @@ static int on_commit_answer(pd_client *c, pd_net *net, int server, pd_frame *f, 
 static int commit_all(pd_client *c, pd_net *net, long step, int kind)
 {
     int pending = 0, worst = 1;
+    if (step < 0 || step > (long)UINT32_MAX)
+        return pd_err_set(PD_EDATA, "checkpoint %ld: a step past what a COMMIT frame carries", step);
     for (int s = 0; s < c->np; s++) {
         pd_conn_queue(&c->conns[s * c->nper], PD_MSG_COMMIT, (uint32_t)step, (uint32_t)kind, NULL, 0, NULL, 0);
         pending++;
@@ -711,9 +713,11 @@ static int agree_on_checkpoint(pd_client *c, pd_net *net, const ready_ctx *r)
     if (rc < 0) return rc;
     if (rc == 1)
         return pd_err_set(PD_EDATA, "pserver %d resumed from %s, pserver %d from checkpoint %ld, which every pserver "
-                          "saved: the job stopped before pserver %d heard it was complete. It knows now: the job's "
-                          "next start of every role (a restart, or --resume) resumes from checkpoint %ld", behind,
-                          was, hi, top, behind, top);
+                          "saved: %s. It is marked complete on every pserver's disk now: the job's next start of "
+                          "every role (a restart, or --resume) resumes from checkpoint %ld", behind, was, hi, top,
+                          r->step[behind] < 0 ? "was that pserver started without --resume, or with another "
+                          "checkpoint_dir? Or the job stopped before it heard the checkpoint was complete"
+                          : "the job stopped before that pserver heard it was complete", top);
     if (rc == 3)
         return pd_err_set(PD_EIO, "pserver %d resumed from %s, pserver %d from checkpoint %ld, and a pserver could "
                           "not mark it complete on its disk (its log says why)", behind, was, hi, top);

@@ -18,6 +18,7 @@
 #include "hashshard.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -174,6 +175,7 @@ typedef struct server {
     int32_t *decide_pass;   /* per trainer: the pass it waits a decision on, or -1 */
     waiter *decide_wait;
     long resume_step;       /* -1: started fresh */
+    long withdrawn;         /* the oldest checkpoint a COMMIT withdrew in this life (-1: none) */
     double *last_heard;     /* per trainer: its last frame (pd_now) */
     double hb_timeout, hb_sent;
     /* for /metrics */
@@ -759,13 +761,15 @@ static int save_shard(server *s, long step)
 }
 
 /* shard.txt of dir, its last line's checksum checked (malloc'd), or NULL. */
-static char *read_shard_text(const char *dir)
+/* A shard's text, its checksum checked; NULL with *code PD_EDATA (not
+ * there, or corrupt) or PD_EIO (there, but not readable). */
+static char *read_shard_text(const char *dir, int *code)
 {
     char *path = pd_xasprintf("%s/shard.txt", dir);
     FILE *f = fopen(path, "r");
     free(path);
     if (!f) {
-        pd_err_set(PD_ENOENT, "cannot open %s/shard.txt: %s", dir, strerror(errno));
+        *code = pd_err_set(errno == ENOENT ? PD_EDATA : PD_EIO, "cannot open %s/shard.txt: %s", dir, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -780,7 +784,7 @@ static char *read_shard_text(const char *dir)
     text[n] = '\0';
     char *sum = n ? strstr(text, "\nsum ") : NULL;
     if (!sum || strtoul(sum + 5, NULL, 10) != pd_checksum(text, (size_t)(sum - text) + 1)) {
-        pd_err_set(PD_EDATA, "%s/shard.txt: checksum mismatch (a corrupt or incomplete checkpoint)", dir);
+        *code = pd_err_set(PD_EDATA, "%s/shard.txt: checksum mismatch (a corrupt or incomplete checkpoint)", dir);
         free(text);
         return NULL;
     }
@@ -795,10 +799,6 @@ static int shard_counters(server *s, const char *dir, const char *text)
     s->pass = p ? atoi(p + 6) : 0;
     p = strstr(text, "\nbatches ");
     s->batches_total = p ? strtol(p + 9, NULL, 10) : 0;
-    p = strstr(text, "\ntrainers ");
-    if (p && atoi(p + 10) != s->o->ntrainers)
-        return pd_err_set(PD_EINVAL, "%s was saved by a job of %d trainers, this one has %d", dir, atoi(p + 10),
-                          s->o->ntrainers);
     for (int t = 0; t < s->o->ntrainers; t++) {
         snprintf(key, sizeof key, "\ntrainer %d pass ", t);
         p = strstr(text, key);
@@ -811,23 +811,40 @@ static int shard_counters(server *s, const char *dir, const char *text)
     return 0;
 }
 
-static int load_shard(server *s, const char *dir)
+/* A shard's header against this job: PD_EINVAL where another job's (its
+ * pservers, model, optimizer or trainers differ), PD_EDATA where malformed
+ * or not of step (step >= 0: the step its directory is named by). Sets
+ * *steps. */
+static int check_shard_header(server *s, const char *dir, const char *text, long step, long *steps)
 {
-    char *text = read_shard_text(dir);
-    if (!text) return PD_EDATA;
-    int id = -1, np = -1;
-    char digest[80] = "";
-    long steps = 0;
-    int ok = sscanf(text, "pserver %d of %d\ndigest %70s\nsteps %ld", &id, &np, digest, &steps) == 4;
-    char want[65];
+    int id = -1, np = -1, nt = -1;
+    char digest[80] = "", want[65];
     pd_hex(s->lay.digest, 32, want);
-    int rc = 0;
-    if (!ok) rc = pd_err_set(PD_EDATA, "%s/shard.txt is malformed", dir);
-    else if (id != s->o->id || np != s->o->npservers)
-        rc = pd_err_set(PD_EINVAL, "%s holds the shard of pserver %d of %d, this is pserver %d of %d", dir, id, np,
-                        s->o->id, s->o->npservers);
-    else if (strcmp(digest, want) != 0)
-        rc = pd_err_set(PD_EINVAL, "%s was saved for a different model or optimizer", dir);
+    const char *p = strstr(text, "\ntrainers ");
+    if (p) nt = atoi(p + 10);
+    if (sscanf(text, "pserver %d of %d\ndigest %70s\nsteps %ld", &id, &np, digest, steps) != 4)
+        return pd_err_set(PD_EDATA, "%s/shard.txt is malformed", dir);
+    if (id != s->o->id || np != s->o->npservers)
+        return pd_err_set(PD_EINVAL, "%s holds the shard of pserver %d of %d, this is pserver %d of %d", dir, id, np,
+                          s->o->id, s->o->npservers);
+    if (strcmp(digest, want) != 0)
+        return pd_err_set(PD_EINVAL, "%s was saved for a different model or optimizer", dir);
+    if (p && nt != s->o->ntrainers)
+        return pd_err_set(PD_EINVAL, "%s was saved by a job of %d trainers, this one has %d", dir, nt,
+                          s->o->ntrainers);
+    if (step >= 0 && *steps != step)
+        return pd_err_set(PD_EDATA, "%s/shard.txt is of step %ld, its checkpoint of step %ld", dir, *steps, step);
+    return 0;
+}
+
+/* Load the shard in dir (of step, or -1: any). */
+static int load_shard(server *s, const char *dir, long step)
+{
+    int rc;
+    char *text = read_shard_text(dir, &rc);
+    if (!text) return rc;
+    long steps = 0;
+    rc = check_shard_header(s, dir, text, step, &steps);
     if (rc == 0) rc = shard_counters(s, dir, text);
     if (rc == 0) rc = shard_arrays(s, dir, NULL, text);
     if (rc == 0) {
@@ -839,43 +856,83 @@ static int load_shard(server *s, const char *dir)
     return rc;
 }
 
+/* A checkpoint without this pserver's shard: PD_EINVAL when another
+ * pserver's shard beside it says it was written by another number of
+ * pservers (the job's pservers changed), else 0. */
+static int shard_missing(server *s, const char *ck)
+{
+    DIR *d = opendir(ck);
+    struct dirent *e;
+    int rc = 0, id, np;
+    while (d && rc == 0 && (e = readdir(d))) {
+        if (sscanf(e->d_name, "pserver-%d", &id) != 1) continue;
+        char *path = pd_xasprintf("%s/%s/shard.txt", ck, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f && fscanf(f, "pserver %d of %d", &id, &np) == 2 && np != s->o->npservers)
+            rc = pd_err_set(PD_EINVAL, "%s was written by a job of %d pservers, this one has %d", ck, np,
+                            s->o->npservers);
+        if (f) fclose(f);
+        free(path);
+    }
+    if (d) closedir(d);
+    return rc;
+}
+
+/* resume()'s look at one complete checkpoint: 1 resumed from it, 0
+ * skipped, < 0 the start fails. */
+static int resume_from(server *s, const char *ck, long step, double t0)
+{
+    char *marker = pd_xasprintf("%s/complete", ck), *mine = pd_xasprintf("%s/pserver-%d", ck, s->o->id);
+    int rc = 0;
+    if (access(marker, F_OK) != 0) {
+        PD_WARN("checkpoint %s is incomplete (no complete marker): skipped", ck);
+    } else if (access(mine, F_OK) != 0 && errno == ENOENT) {
+        rc = shard_missing(s, ck);
+        if (rc == 0) PD_WARN("checkpoint %s has no shard of pserver %d on this host: skipped", ck, s->o->id);
+    } else if ((rc = load_shard(s, mine, step)) == PD_EDATA) {
+        PD_WARN("checkpoint %s skipped: %s", ck, pd_err_msg());
+        unlink(marker);
+        pd_ckpt_remove_tree(mine);
+        s->pass = 0, s->batches_total = 0; /* what the shard set before it failed */
+        memset(s->pos_pass, 0, (size_t)s->o->ntrainers * sizeof *s->pos_pass);
+        memset(s->pos_batch, 0, (size_t)s->o->ntrainers * sizeof *s->pos_batch);
+        rc = 0;
+    } else if (rc == 0) {
+        PD_INFO("resuming from checkpoint %s (step %ld, pass %d), read in %.3f s", ck, step, s->pass, pd_now() - t0);
+        rc = 1;
+    }
+    if (rc < 0) {
+        /* another job's (the recipe or the roles changed), or unreadable: left as it is, no fresh start over it */
+        rc = pd_err_wrap(rc, "--resume of checkpoint %s", ck);
+        if (rc == PD_EINVAL) pd_err_wrap(rc, "resume with the recipe and roles that wrote it, or start a new job "
+                                         "without --resume");
+    }
+    free(marker);
+    free(mine);
+    return rc;
+}
+
 /* --resume: the newest complete checkpoint whose shard loads (1), or none
- * (0; < 0: one of another job's, of another recipe); newer
- * corrupt ones lose their marker and this pserver's shard, so that they
- * cannot mix with the ones this life writes. A shard without a marker is
- * kept: on a disk of this host alone, it may be complete where a trainer
- * marked it, and a trainer's COMMIT then marks it here (a pserver writing
- * that step again removes the marker first). */
+ * (0; < 0: one of another job's, of another recipe, or a shard that could
+ * not be read: the start fails and the checkpoints stay as they are). A
+ * newer checkpoint whose shard here is corrupt loses its marker and that
+ * shard, so that it cannot mix with the ones this life writes; one with no
+ * shard here keeps both (the trainers withdraw it everywhere when another
+ * pserver resumed from it). A shard without a marker is kept: on a disk of
+ * this host alone, it may be complete where a trainer marked it, and a
+ * trainer's COMMIT then marks it here (a pserver writing that step again
+ * removes the marker first). */
 static int resume(server *s)
 {
     const char *dir = s->r->checkpoint_dir;
     long steps[64];
     double t0 = pd_now();
-    int n = dir ? pd_ckpt_list(dir, steps, 64, 0) : 0;
+    int n = dir ? pd_ckpt_list(dir, steps, 64, 1) : 0;
     for (int i = 0; i < n; i++) {
         char *ck = pd_ckpt_path(dir, steps[i]);
-        char *marker = pd_xasprintf("%s/complete", ck), *mine = pd_xasprintf("%s/pserver-%d", ck, s->o->id);
-        int rc = -1;
-        if (access(marker, F_OK) != 0) {
-            PD_WARN("checkpoint %s is incomplete (no complete marker): skipped", ck);
-        } else if ((rc = load_shard(s, mine)) == PD_EINVAL) {
-            /* another job's (recipe changed): left as it is, and no fresh start over it */
-            rc = pd_err_wrap(rc, "--resume of checkpoint %s", ck);
-            free(ck); free(marker); free(mine);
-            return pd_err_wrap(rc, "resume with the recipe that wrote it, or start a new job without --resume");
-        } else if (rc < 0) {
-            PD_WARN("checkpoint %s skipped: %s", ck, pd_err_msg());
-            unlink(marker);
-            pd_ckpt_remove_tree(mine);
-            s->pass = 0, s->batches_total = 0; /* what the shard set before it failed */
-            memset(s->pos_pass, 0, (size_t)s->o->ntrainers * sizeof *s->pos_pass);
-            memset(s->pos_batch, 0, (size_t)s->o->ntrainers * sizeof *s->pos_batch);
-        } else {
-            PD_INFO("resuming from checkpoint %s (step %ld, pass %d), read in %.3f s", ck, steps[i], s->pass,
-                    pd_now() - t0);
-        }
-        free(ck); free(marker); free(mine);
-        if (rc == 0) return 1;
+        int rc = resume_from(s, ck, steps[i], t0);
+        free(ck);
+        if (rc != 0) return rc;
     }
     PD_INFO("no complete checkpoint under %s: starting fresh", dir ? dir : "(no settings.checkpoint_dir)");
     return 0;
@@ -944,11 +1001,18 @@ static int on_commit(server *s, waiter me, int T, pd_frame *f)
     int answer = (int)f->b;
     if (f->b == 2) {
         if (pd_ckpt_unmark(dir, step) > 0) PD_WARN("checkpoint %s withdrawn: a pserver has no shard of it", ck);
+        if (s->withdrawn < 0 || step < s->withdrawn) s->withdrawn = step;
     } else if (f->b == 1) {
-        char *text = read_shard_text(mine); /* its own shard, whatever a shared marker says */
-        if (!text) {
+        int rc = 0;
+        long steps = 0;
+        char *text = read_shard_text(mine, &rc); /* its own shard, whatever a shared marker says */
+        if (text) rc = check_shard_header(s, mine, text, step, &steps);
+        if (s->withdrawn >= 0 && step >= s->withdrawn) {
+            /* a trainer late to the agreement another one ended: it stays withdrawn */
+            answer = 0;
+        } else if (rc < 0) {
             PD_ERROR("checkpoint %s is complete on another pserver, but this pserver's shard of it is lost or "
-                     "corrupt (%s): it is withdrawn on every host", ck, pd_err_msg());
+                     "does not check (%s): it is withdrawn on every host", ck, pd_err_msg());
             answer = 0;
         } else if (access(marker, F_OK) != 0 && pd_ckpt_mark(dir, step, s->o->npservers, s->o->ntrainers) < 0) {
             PD_ERROR("checkpoint %s: %s", ck, pd_err_msg());
@@ -1978,9 +2042,10 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     pd_opt_hyper_from(&s->hyper, &r->optimizer, 0);
     make_state(s);
     s->resume_step = -1;
+    s->withdrawn = -1;
     s->hb_timeout = r->heartbeat_timeout > 0 ? r->heartbeat_timeout : PD_HEARTBEAT_TIMEOUT_S;
     if (o->init_shard) {
-        if ((rc = load_shard(s, o->init_shard)) < 0) goto out;
+        if ((rc = load_shard(s, o->init_shard, -1)) < 0) goto out;
         s->ready = 1;
         /* the parameters only: the trainers start at their beginning */
         s->resume_step = -1;

@@ -57,6 +57,25 @@ for mode in default kubeflow; do
         [ "$(grep -c 'persistentVolumeClaim: {claimName: "ckpt-pvc"}' "ckpt_$mode.yaml")" -eq "$roles" ] || ok=0
 done
 [ $ok = 1 ] && pass k8s_checkpoint_claim || fail k8s_checkpoint_claim "$out $(grep -E 'args|checkpoint' ckpt_*.yaml)"
+# job names are DNS labels, whatever the recipe's file name or --name says
+# (a name cut to its first 40 characters keeps a hash of the whole, so two
+# long names stay apart); a namespace that is not one is refused
+cp fit_a_line.lua 1_Fit.lua
+long=$(printf 'x%.0s' $(seq 50))
+"$PADDLE" k8s 1_Fit.lua >n1.yaml 2>&1
+"$PADDLE" k8s fit_a_line.lua --name '9 a"b/../..' --checkpoint_dir=ckpt --checkpoint_claim c >n2.yaml 2>&1
+"$PADDLE" k8s fit_a_line.lua --name "${long}a" >n3.yaml 2>&1
+"$PADDLE" k8s fit_a_line.lua --name "${long}b" >n4.yaml 2>&1
+bad_names=$(grep -h '^  name: ' n1.yaml n2.yaml n3.yaml n4.yaml | awk '{print $2}' |
+    grep -vE '^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$')
+n3=$(grep -m1 '^  name: ' n3.yaml | awk '{print $2}'); n4=$(grep -m1 '^  name: ' n4.yaml | awk '{print $2}')
+if [ -z "$bad_names" ] && grep -q '^  name: paddle-1-fit-secret$' n1.yaml &&
+    grep -q '"--checkpoint_dir=/checkpoint/paddle-9-a-b", "--resume"' n2.yaml &&
+    [ -n "$n3" ] && [ "$n3" != "$n4" ]; then pass k8s_names_are_dns_labels
+else fail k8s_names_are_dns_labels "bad: '$bad_names'; $n3 $n4; $(grep -h -m2 -E '^  name: |checkpoint_dir' n1.yaml n2.yaml)"; fi
+run_capture "$PADDLE" k8s fit_a_line.lua --namespace 'ML_team'
+[ $rc -ne 0 ] && [[ "$out" == *"--namespace 'ML_team': a namespace is a DNS label"* ]] &&
+    pass k8s_namespace_checked || fail k8s_namespace_checked "rc $rc: $out"
 # the validator is not a rubber stamp
 sed 's/replicas: 2/replicas: two/' default.yaml >bad.yaml
 run_capture validate bad.yaml

@@ -161,6 +161,25 @@ if grep -q "checksum mismatch" <<<"$out" && grep -q "resuming from checkpoint $o
     pass corrupt_checkpoint_skipped
 else fail corrupt_checkpoint_skipped "$(grep -E 'checkpoint|resum' <<<"$out" | head -n 3)"; fi
 
+# --resume of a job with more pservers than the checkpoints' job: refused
+# with the numbers named, and every checkpoint stays complete for a
+# --resume with the job's own pservers (the new pserver has no shard of
+# them; that is not a lost shard)
+mkdir -p more_ps && cp -r fit_sync/ckpt more_ps/ckpt
+before=$(ckpts more_ps/ckpt complete | wc -l); newest=$(ckpts more_ps/ckpt complete | tail -n 1)
+run_capture timeout 120 "$PADDLE" run fit_a_line.lua --pservers=3 --checkpoint_dir=more_ps/ckpt \
+    --save_dir=more_ps/out --passes=150 --log_period=100000 --resume
+after=$(ckpts more_ps/ckpt complete | wc -l)
+if [ "$rc" -ne 0 ] && [ "$before" -gt 0 ] && [ "$after" -eq "$before" ] &&
+    grep -qE "of 2 pservers, this one has 3|pserver [0-9] of 2, this is pserver [0-9] of 3" <<<"$out"; then
+    pass more_pservers_refused_checkpoints_kept
+else fail more_pservers_refused_checkpoints_kept "rc $rc, complete $before then $after: $(grep -E 'pserver|checkpoint' <<<"$out" | head -n 4)"; fi
+read -r -a ports <<<"$(free_ports)"
+run_capture timeout 30 "$PADDLE" pserver fit_a_line.lua --pserver_id=0 --port=${ports[0]} --bind=127.0.0.1 \
+    --checkpoint_dir=more_ps/ckpt --resume --idle_timeout=1
+if [ -n "$newest" ] && grep -q "resuming from checkpoint $newest " <<<"$out"; then pass more_pservers_then_own_resumes
+else fail more_pservers_then_own_resumes "want '$newest': $(grep -E 'resum|checkpoint' <<<"$out" | head -n 3)"; fi
+
 # a pserver killed 20 times at random moments while it writes a checkpoint
 # every step: the newest complete checkpoint is always the one that loads
 ok=0; bad=""
