@@ -596,6 +596,14 @@ static void role_close(role_cmd *c)
     pd_cli_free(&c->cli);
 }
 
+/* A role that ended on what it was given (the recipe, its options, a
+ * checkpoint of another job), not on a fault: exit status 2, which the
+ * launcher does not restart (docs/faults.md). */
+static int config_error(int rc)
+{
+    return rc == PD_EINVAL || rc == PD_ERECIPE;
+}
+
 static int cmd_pserver(int argc, char **argv)
 {
     static const char *const known[] = {"pserver_id", "port", "bind", "init_shard", "secret_fd", "ready_fd",
@@ -631,9 +639,10 @@ static int cmd_pserver(int argc, char **argv)
         memcpy(o.secret, c.secret, PD_SECRET);
         pd_job_id(o.secret, o.job);
         o.stop = &stop_flag;
-        if (pd_server_run(&c.r, &o) < 0) {
+        int err = pd_server_run(&c.r, &o);
+        if (err < 0) {
             PD_ERROR("pserver %d: %s", o.id, pd_err_msg());
-            rc = 1;
+            rc = config_error(err) ? 2 : 1;
         }
     }
 out:
@@ -666,11 +675,12 @@ static int cmd_trainer(int argc, char **argv)
         memcpy(o.secret, c.secret, PD_SECRET);
         pd_job_id(o.secret, o.job);
         o.stop = &stop_flag;
-        if (pd_trainer_run(&c.r, &o) < 0) {
+        int err = pd_trainer_run(&c.r, &o);
+        if (err < 0) {
             /* stopped with the job (Ctrl+C): what it saw then is no error */
             if (stop_flag) PD_INFO("trainer %d: stopped on a signal (%s)", o.id, pd_err_msg());
             else PD_ERROR("trainer %d: %s", o.id, pd_err_msg());
-            rc = 1;
+            rc = !stop_flag && config_error(err) ? 2 : 1;
         }
     }
     free(o.pservers);

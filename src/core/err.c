@@ -56,10 +56,12 @@ static void one_line(char *m, size_t size)
 
 int pd_err_set(int code, const char *fmt, ...)
 {
+    char buf[sizeof msg]; /* an argument may be the message itself (pd_err_msg()) */
     va_list ap;
     va_start(ap, fmt);
-    if (vsnprintf(msg, sizeof msg, fmt, ap) >= (int)sizeof msg) memcpy(msg + sizeof msg - 4, "...", 4);
+    if (vsnprintf(buf, sizeof buf, fmt, ap) >= (int)sizeof buf) memcpy(buf + sizeof buf - 4, "...", 4);
     va_end(ap);
+    memcpy(msg, buf, sizeof msg);
     one_line(msg, sizeof msg);
     msg_code = code;
     return code;

@@ -55,10 +55,18 @@ static void q(FILE *f, const char *s)
     quoted(f, s, strlen(s));
 }
 
+/* Does path name a parent directory ("..") as one of its parts? */
+static int climbs(const char *path)
+{
+    for (const char *p = path; (p = strstr(p, "..")); p += 2)
+        if ((p == path || p[-1] == '/') && (p[2] == '\0' || p[2] == '/')) return 1;
+    return 0;
+}
+
 /* Add a workspace file (relative, small, text) to the ConfigMap. */
 static int add_file(job *j, const char *path)
 {
-    if (!path || path[0] == '/' || strstr(path, "..")) return 0; /* absolute: on a volume of its own */
+    if (!path || path[0] == '/') return 0; /* absolute: on a volume of its own */
     for (int i = 0; i < j->nfiles; i++)
         if (strcmp(j->files[i].path, path) == 0) return 0;
     struct stat st;
@@ -96,7 +104,10 @@ static int add_path(job *j, const char *name, const char *path)
     int rc = 0;
     char *p = strcmp(j->r->dir, ".") ? pd_xasprintf("%s/%s", j->r->dir, path) : pd_xstrdup(path);
     struct stat st;
-    if (stat(p, &st) < 0) {
+    if (climbs(p)) {
+        rc = pd_err_set(PD_EINVAL, "%s = %s: a path out of the directory paddle k8s runs in (%s) is not put in the "
+                        "ConfigMap: put the data on a volume and give its absolute path", name, path, p);
+    } else if (stat(p, &st) < 0) {
         rc = pd_err_set(PD_ENOENT, "%s = %s: %s is not here to put in the ConfigMap (%s)", name, path, p,
                         strerror(errno));
     } else if (S_ISDIR(st.st_mode)) {
@@ -122,6 +133,10 @@ static int collect(job *j)
 {
     const pd_recipe *r = j->r;
     int rc;
+    if (r->path[0] == '/' || climbs(r->path))
+        return pd_err_set(PD_EINVAL, "%s: the recipe goes in the ConfigMap by its path from here, and this one is "
+                          "not below here: run paddle k8s in the job's directory (the recipe's, or one above it)",
+                          r->path);
     if ((rc = add_file(j, r->path)) < 0 || (rc = add_path(j, "data.train", r->train)) < 0 ||
         (rc = add_path(j, "data.test", r->test)) < 0)
         return rc;
@@ -172,6 +187,7 @@ static void container(FILE *f, const job *j, const char *in, const char *name, c
     q(f, save);
     free(save);
     for (int i = 0; i < j->o->nargs; i++) {
+        if (j->r->checkpoint_dir && !strncmp(j->o->args[i], "--checkpoint_dir=", 17)) continue; /* the one below */
         fputs(", ", f);
         q(f, j->o->args[i]);
     }
@@ -350,10 +366,14 @@ static void paddlejob(FILE *f, const job *j)
     }
 }
 
-static void job_name(job *j)
+/* The job's name (JOB), a DNS label of at most NAME_MAX_LEN characters: the
+ * longest name made of it, JOB-pserver, must stay within the 52 a
+ * StatefulSet's name may have (its pods' labels add 11). */
+#define NAME_MAX_LEN 40
+static int job_name(job *j)
 {
     const char *src = j->o->name ? j->o->name : j->r->job_name;
-    char base[64] = "";
+    char base[256] = "";
     if (!src) {
         const char *b = strrchr(j->r->path, '/');
         snprintf(base, sizeof base, "%s", b ? b + 1 : j->r->path);
@@ -362,22 +382,37 @@ static void job_name(job *j)
         src = base;
     }
     /* lower-case letters, digits and '-' (a DNS label, as Kubernetes wants) */
-    char clean[48];
+    char clean[NAME_MAX_LEN + 8];
     size_t k = 0, n = strlen(src);
-    for (const char *p = src; *p && k < 40; p++)
+    int cut = 0;
+    k = (size_t)snprintf(clean, sizeof clean, "%s", isalpha((unsigned char)src[0]) ? "" : "paddle-");
+    for (const char *p = src; *p; p++) {
+        if (k == NAME_MAX_LEN) {
+            cut = 1;
+            break;
+        }
         clean[k++] = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '-';
-    while (k > 0 && clean[k - 1] == '-') k--;
-    clean[k] = '\0';
-    const char *pre = !k ? "paddle" : !isalpha((unsigned char)clean[0]) ? "paddle-" : "";
-    if (n <= 40) {
-        snprintf(j->name, sizeof j->name, "%s%s", pre, clean);
-        return;
     }
-    /* cut: a hash of the whole name keeps two long names apart (their
-     * checkpoints' directories on a shared claim are named by it) */
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)src[i]) * 16777619u;
-    snprintf(j->name, sizeof j->name, "%s%s-%06x", pre, clean, (unsigned)(h & 0xffffff));
+    clean[k] = '\0';
+    int alnum = 0;
+    for (const char *p = src; *p && !alnum; p++) alnum = isalnum((unsigned char)*p) != 0;
+    if (!alnum)
+        return pd_err_set(PD_EINVAL, "%s '%s': a job's name needs a letter or a digit (Kubernetes names are "
+                          "lower-case letters, digits and '-')", j->o->name ? "--name" : "job name", src);
+    if (cut) {
+        /* a hash of the whole name keeps two long names apart (their
+         * checkpoints' directories on a shared claim are named by it) */
+        uint32_t h = 2166136261u;
+        for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)src[i]) * 16777619u;
+        k = NAME_MAX_LEN - 7;
+        while (k > 0 && clean[k - 1] == '-') k--;
+        snprintf(clean + k, sizeof clean - k, "-%06x", (unsigned)(h & 0xffffff));
+    } else {
+        while (k > 0 && clean[k - 1] == '-') k--;
+        clean[k] = '\0';
+    }
+    snprintf(j->name, sizeof j->name, "%s", clean);
+    return 0;
 }
 
 /* A DNS label: lower-case letters, digits and '-', a letter or digit at
@@ -397,8 +432,8 @@ int pd_k8s_print(FILE *f, const pd_recipe *r, const pd_k8s_opts *o)
     uint8_t s[PD_SECRET];
     j->r = r, j->o = o;
     j->nports = r->ports_num + r->ports_num_for_sparse;
-    job_name(j);
-    int rc = pd_secret_new(s);
+    int rc = job_name(j);
+    if (rc == 0) rc = pd_secret_new(s);
     if (rc == 0 && o->namespace_ && !dns_label(o->namespace_))
         rc = pd_err_set(PD_EINVAL, "--namespace '%s': a namespace is a DNS label (lower-case letters, digits and "
                         "'-', a letter or digit at each end, 63 at most)", o->namespace_);

@@ -98,6 +98,8 @@ struct pd_sup {
     int log_server, log_train;
     int restarts, nrestarts;  /* restarts allowed (job.restarts), done */
     int checkpoints;          /* a restart goes on from the last checkpoint (else from the start) */
+    const char *ckpt_dir;     /* checkpoint_dir where the launcher sees it (a local job), else NULL */
+    int config_error;         /* a role ended on what it was given (exit status 2): no restart helps */
     double hb_timeout;        /* launcher: a node silent this long is dead (0: never) */
     double hb_period, next_hb; /* node agent: heartbeat every hb_period seconds (0: none) */
     pd_progress *board;       /* the job's progress (nn/progress.h), or NULL (a node's agent) */
@@ -417,6 +419,15 @@ static int ended_well(const member *m)
     return WIFEXITED(m->status) && WEXITSTATUS(m->status) == 0;
 }
 
+/* A role that ended on what it was given (exit status 2: the recipe, its
+ * options, a checkpoint of another job), which no restart changes; noted. */
+static int config_error(pd_sup *s, const member *m)
+{
+    if (m->kind != M_ROLE || !m->exited || !WIFEXITED(m->status) || WEXITSTATUS(m->status) != 2) return 0;
+    s->config_error = 1;
+    return 1;
+}
+
 static void describe(const member *m, char *buf, size_t len)
 {
     if (!m->exited) snprintf(buf, len, "still running");
@@ -664,7 +675,9 @@ static int stop_job(pd_sup *s, int sig)
     if (s->board) pd_progress_all(s->board, PD_ST_STOPPING, 0);
     pd_sup_stop_all(s);
     report(s);
-    if (s->checkpoints && sig >= 0) /* the launcher's, with settings.checkpoint_dir */
+    long step;
+    if (s->checkpoints && sig >= 0 && !s->config_error && /* the launcher's, with settings.checkpoint_dir */
+        (!s->ckpt_dir || pd_ckpt_list(s->ckpt_dir, &step, 1, 1) == 1))
         say("paddle: the same command with --resume continues the job from its last complete checkpoint\n");
     return sig ? 130 : 1;
 }
@@ -747,6 +760,10 @@ int pd_sup_run(pd_sup *s)
              * job.restarts allows, else stop it. */
             m = first_cause(s, m, &sig);
             if (sig) return stop_job(s, sig);
+            if (config_error(s, m)) {
+                say_failed(s, m, "stopping the job (what it was given is wrong: a restart would end the same way)");
+                return stop_job(s, 0);
+            }
             if (s->nrestarts < s->restarts) return restart_job(s, m);
             say_failed(s, m, "stopping the job");
             return stop_job(s, 0);
@@ -897,20 +914,36 @@ static int read_ready(member *m)
 /* Wait until pserver m reports its port. Returns 0, or 1 when it cannot:
  * the pserver failed or timed out (said), or *sig is set (a signal came, or
  * -1: the launcher went away). */
+static member *failed_early(pd_sup *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->m[i].kind == M_ROLE && s->m[i].exited && !ended_well(&s->m[i])) return &s->m[i];
+    return NULL;
+}
+
+/* Pserver m closed its ready pipe, or another role ended: name the first
+ * that ended badly (m, after it ended, when none did), with its last lines. */
+static int not_listening(pd_sup *s, member *m)
+{
+    for (double until = pd_now() + 2; !m->exited && !failed_early(s) && pd_now() < until;)
+        pump(s, pd_now() + 0.05, UNTIL_EVENT);
+    if (failed_early(s)) m = failed_early(s);
+    config_error(s, m);
+    pump(s, pd_now() + 0.2, UNTIL_ALL_ENDED); /* the output it left */
+    char how[96];
+    describe(m, how, sizeof how);
+    say("paddle: %s %s before it listened\n", m->name, how);
+    print_tail(m);
+    return 1;
+}
+
 static int wait_ready(pd_sup *s, member *m, double deadline, int *sig)
 {
     while (m->port == 0) {
         struct pollfd p = {.fd = m->ready_fd, .events = POLLIN};
-        if (poll(&p, 1, 100) > 0 && (m->port = read_ready(m)) < 0) {
-            pump(s, pd_now() + 1, UNTIL_EVENT);
-            reap(s);
-            char how[96];
-            describe(m, how, sizeof how);
-            say("paddle: %s %s before it listened\n", m->name, how);
-            print_tail(m);
-            return 1;
-        }
+        if (poll(&p, 1, 100) > 0 && (m->port = read_ready(m)) < 0) return not_listening(s, m);
         if ((*sig = pump(s, pd_now() + 0.01, UNTIL_EVENT)) != 0) return 1;
+        if (failed_early(s)) return not_listening(s, m);
         if (pd_now() > deadline) {
             say("paddle: %s did not start listening within %.0f s\n", m->name, READY_TIMEOUT);
             print_tail(m);
@@ -1003,6 +1036,27 @@ static void end_progress(pd_progress *board, int status)
     pd_progress_free(board);
 }
 
+/* The tail of a local job's first line: the checkpoint it resumes from.
+ * 2 (said) when --resume names a checkpoint_dir that is not there: a typo
+ * there would start a new job beside the one to continue. */
+static int starts_from(const pd_recipe *r, const pd_agent_opts *o, char *from, size_t size)
+{
+    const char *dir = r->checkpoint_dir;
+    long step;
+    if (!o->resume) return 0;
+    if (dir && access(dir, F_OK) != 0) {
+        fprintf(stderr, "paddle: --resume: settings.checkpoint_dir = %s is not there (%s): check its name (every "
+                "role makes it as it starts, so a job that ran has one)\n", dir, strerror(errno));
+        return 2;
+    }
+    if (dir && pd_ckpt_list(dir, &step, 1, 1) == 1)
+        snprintf(from, size, ", resumed from its last checkpoint (%.500s/ckpt-%ld)", dir, step);
+    else
+        snprintf(from, size, ", --resume: no complete checkpoint under %.500s yet, so it starts fresh",
+                 dir ? dir : "settings.checkpoint_dir");
+    return 0;
+}
+
 int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
 {
     int local = o->upstream_fd < 0, status = 1;
@@ -1029,16 +1083,18 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
     s->upstream_fd = o->upstream_fd;
     if (local) {
         char from[600] = "";
-        long step;
-        if (o->resume && r->checkpoint_dir && pd_ckpt_list(r->checkpoint_dir, &step, 1, 1) == 1)
-            snprintf(from, sizeof from, ", resumed from its last checkpoint (%.500s/ckpt-%ld)", r->checkpoint_dir, step);
-        else if (o->resume)
-            snprintf(from, sizeof from, ", --resume: no complete checkpoint under %.500s yet, so it starts fresh",
-                     r->checkpoint_dir ? r->checkpoint_dir : "settings.checkpoint_dir");
+        if ((status = starts_from(r, o, from, sizeof from)) != 0) goto out;
+        status = 1;
         printf("paddle: local job %s: %d pserver%s, %d trainer%s, %s mode%s; logs in log/\n", r->path, r->pservers,
                r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "", r->mode, from);
+        long step;
+        if (!o->resume && r->checkpoint_dir && pd_ckpt_list(r->checkpoint_dir, &step, 1, 1) == 1)
+            printf("paddle: warning: %s holds a complete checkpoint of an earlier job (ckpt-%ld); this job starts "
+                   "fresh (no --resume), and once it trains that job can no longer be resumed: to continue it "
+                   "instead, stop this one now (Ctrl+C) and add --resume\n", r->checkpoint_dir, step);
         fflush(stdout);
         pd_sup_set_restarts(s, r->restarts, r->checkpoint_dir != NULL); /* on a node, restarts are the launcher's */
+        s->ckpt_dir = r->checkpoint_dir;
         if (pd_sup_serve_metrics(s, r, "127.0.0.1") < 0) {
             fprintf(stderr, "paddle: %s\n", pd_err_msg());
             goto out;

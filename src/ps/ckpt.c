@@ -244,6 +244,14 @@ void pd_ckpt_prune(const char *dir, long step, int keep, int wait)
     else remove_old(arg);
 }
 
+int pd_ckpt_dir_ready(const char *dir)
+{
+    if (pd_mkdir_p(dir) < 0) return pd_err_wrap(PD_EINVAL, "settings.checkpoint_dir = %s", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return pd_err_set(PD_EINVAL, "settings.checkpoint_dir = %s: cannot write there: %s", dir, strerror(errno));
+    return 0;
+}
+
 int pd_ckpt_unmark(const char *dir, long step)
 {
     int n, k = 0;

@@ -33,6 +33,9 @@ char *pd_ckpt_path(const char *dir, long step);
 /* The steps of the checkpoints under dir, newest first, at most max; with
  * complete_only, only those with their complete marker. Returns how many. */
 int pd_ckpt_list(const char *dir, long *steps, int max, int complete_only);
+/* A role's start: checkpoint_dir made if missing, and writable (else
+ * PD_EINVAL: the job cannot checkpoint, and a restart would not change it). */
+int pd_ckpt_dir_ready(const char *dir);
 /* Write DIR/ckpt-<step>/complete (its directory made if missing). */
 int pd_ckpt_mark(const char *dir, long step, int npservers, int ntrainers);
 /* Keep only the newest keep (at least 1) complete checkpoints up to step:

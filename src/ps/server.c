@@ -904,8 +904,9 @@ static int resume_from(server *s, const char *ck, long step, double t0)
     if (rc < 0) {
         /* another job's (the recipe or the roles changed), or unreadable: left as it is, no fresh start over it */
         rc = pd_err_wrap(rc, "--resume of checkpoint %s", ck);
-        if (rc == PD_EINVAL) pd_err_wrap(rc, "resume with the recipe and roles that wrote it, or start a new job "
-                                         "without --resume");
+        if (rc == PD_EINVAL)
+            pd_err_set(rc, "%s: resume with the recipe and roles that wrote it, or start a new job without --resume",
+                       pd_err_msg());
     }
     free(marker);
     free(mine);
@@ -2038,6 +2039,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
     if (o->ntrainers < 1 || o->npservers < 1 || o->id < 0 || o->id >= o->npservers)
         return pd_err_set(PD_EINVAL, "pserver %d of %d with %d trainers: bad numbers", o->id, o->npservers,
                           o->ntrainers);
+    if (r->checkpoint_dir && (rc = pd_ckpt_dir_ready(r->checkpoint_dir)) < 0) return rc;
     if ((rc = pd_layout_make(&s->lay, r, o->npservers)) < 0) return rc;
     pd_opt_hyper_from(&s->hyper, &r->optimizer, 0);
     make_state(s);

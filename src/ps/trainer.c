@@ -214,6 +214,7 @@ int pd_trainer_run(const pd_recipe *r, const pd_trainer_opts *o)
     const pd_backend *be = pd_backend_get(r->device);
     if (!be) return PD_ENODEV;
     if (r->threads > 0) pd_blas_threads(r->threads);
+    if (r->checkpoint_dir && (rc = pd_ckpt_dir_ready(r->checkpoint_dir)) < 0) return rc;
     if ((rc = pd_layout_make(&lay, r, o->npservers)) < 0) return rc;
     if ((rc = pd_net_build(&net, r, be, (uint64_t)r->seed)) < 0) {
         pd_layout_free(&lay);

@@ -69,10 +69,22 @@ long=$(printf 'x%.0s' $(seq 50))
 bad_names=$(grep -h '^  name: ' n1.yaml n2.yaml n3.yaml n4.yaml | awk '{print $2}' |
     grep -vE '^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$')
 n3=$(grep -m1 '^  name: ' n3.yaml | awk '{print $2}'); n4=$(grep -m1 '^  name: ' n4.yaml | awk '{print $2}')
-if [ -z "$bad_names" ] && grep -q '^  name: paddle-1-fit-secret$' n1.yaml &&
+# (and JOB-pserver, a StatefulSet's name, within the 52 characters one may have)
+long_names=$(grep -h '^  name: .*-pserver$' n1.yaml n2.yaml n3.yaml n4.yaml | awk 'length($2) > 52 {print $2}')
+if [ -z "$bad_names" ] && [ -z "$long_names" ] && grep -q '^  name: paddle-1-fit-secret$' n1.yaml &&
     grep -q '"--checkpoint_dir=/checkpoint/paddle-9-a-b", "--resume"' n2.yaml &&
+    [ "$(grep -c -- '--checkpoint_dir=' n2.yaml)" -eq "$(grep -c 'args: \[start' n2.yaml)" ] &&
     [ -n "$n3" ] && [ "$n3" != "$n4" ]; then pass k8s_names_are_dns_labels
-else fail k8s_names_are_dns_labels "bad: '$bad_names'; $n3 $n4; $(grep -h -m2 -E '^  name: |checkpoint_dir' n1.yaml n2.yaml)"; fi
+else fail k8s_names_are_dns_labels "bad: '$bad_names' '$long_names'; $n3 $n4; $(grep -h -m2 -E '^  name: |checkpoint_dir' n1.yaml n2.yaml)"; fi
+run_capture "$PADDLE" k8s fit_a_line.lua --name ___
+[ $rc -ne 0 ] && [[ "$out" == *"--name '___': a job's name needs a letter or a digit"* ]] &&
+    pass k8s_name_without_letters_refused || fail k8s_name_without_letters_refused "rc $rc: $out"
+# a recipe not below the directory paddle k8s runs in cannot go in the
+# ConfigMap by its path: refused, not an empty ConfigMap
+mkdir -p sub
+run_capture sh -c "cd sub && '$PADDLE' k8s ../fit_a_line.lua"
+[ $rc -ne 0 ] && [[ "$out" == *"../fit_a_line.lua: the recipe goes in the ConfigMap by its path from here"* ]] &&
+    pass k8s_recipe_outside_refused || fail k8s_recipe_outside_refused "rc $rc: $(head -c 300 <<<"$out")"
 run_capture "$PADDLE" k8s fit_a_line.lua --namespace 'ML_team'
 [ $rc -ne 0 ] && [[ "$out" == *"--namespace 'ML_team': a namespace is a DNS label"* ]] &&
     pass k8s_namespace_checked || fail k8s_namespace_checked "rc $rc: $out"

@@ -114,9 +114,13 @@ if start --passes=1000000 --restarts=1; then
     check exhausted_no_leftovers no_leftovers
 fi
 
-# 5. --resume: nothing to resume without a checkpoint_dir; with one, every
-#    role starts with --resume
+# 5. --resume: nothing to resume without a checkpoint_dir; one that is not
+#    there (a typo) is refused; with one, every role starts with --resume
 expect_error resume_without_checkpoint_dir 2 'nothing to resume' "$PADDLE" run "$recipe" --resume
+expect_error resume_of_a_checkpoint_dir_not_there 2 \
+    '--resume: settings.checkpoint_dir = ckpt_typo is not there (No such file or directory): check its name' \
+    "$PADDLE" run "$recipe" --checkpoint_dir=ckpt_typo --resume
+mkdir -p ckpt # as a job stopped before its first checkpoint leaves it
 # the first line says which checkpoint, or that there is none yet
 if ls ckpt/ckpt-*/complete >/dev/null 2>&1; then said='resumed from its last checkpoint (ckpt/ckpt-[0-9]*)'
 else said='--resume: no complete checkpoint under ckpt yet, so it starts fresh'; fi
@@ -126,9 +130,10 @@ if start --passes=1000000 --checkpoint_dir=ckpt --resume; then
         c=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")
         [[ "$c" == *" pserver "* || "$c" == *" trainer "* ]] && [[ "$c" == *"--resume "* ]] && n=$((n + 1))
     done
+    wait_for job.out 'checkpoint of step [0-9]* complete' 30
     kill -INT "$launcher"; gone_within "$launcher" 10
-    # and the stop says how to go on
-    if [ "$n" -eq 4 ] && head -n 1 job.out | grep -q -- "$said" &&
+    # and the stop says how to go on, with a checkpoint to go on from
+    if [ "$n" -eq 4 ] && head -n 1 job.out | grep -q -- "$said" && ls ckpt/ckpt-*/complete >/dev/null 2>&1 &&
        grep -q '^paddle: the same command with --resume continues the job from its last complete checkpoint$' job.out; then
         pass resume_starts_roles_with_resume
     else
@@ -136,3 +141,30 @@ if start --passes=1000000 --checkpoint_dir=ckpt --resume; then
     fi
     check resume_no_leftovers no_leftovers
 fi
+# a new job over that checkpoint (no --resume) says, before it trains, that
+# the earlier job will no longer be resumed and how to continue it instead
+if start --passes=1000000 --checkpoint_dir=ckpt; then
+    kill -INT "$launcher"; gone_within "$launcher" 10
+    if grep -q '^paddle: warning: ckpt holds a complete checkpoint of an earlier job (ckpt-[0-9]*); this job starts fresh (no --resume)' job.out &&
+       [ "$(grep -n 'paddle: warning: ckpt holds' job.out | cut -d: -f1)" -le 2 ]; then
+        pass fresh_job_over_checkpoints_warns_first
+    else
+        fail fresh_job_over_checkpoints_warns_first "$(head -n 3 job.out)"
+    fi
+    check fresh_no_leftovers no_leftovers
+fi
+
+# 6. what a role was given is wrong (exit status 2): no restart, whatever
+#    job.restarts allows, the role and its reason named, and no --resume
+#    advice; a checkpoint_dir that cannot be made is found as roles start
+touch afile
+"$PADDLE" run "$recipe" --checkpoint_dir=afile/ckpt --restarts=2 >job.out 2>&1
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q '^paddle: pserver [01] exited with status 2 before it listened$' job.out &&
+   grep -q 'settings.checkpoint_dir = afile/ckpt: cannot create afile/ckpt: Not a directory' job.out &&
+   ! grep -q 'restarting\|--resume' job.out; then
+    pass config_error_not_restarted
+else
+    fail config_error_not_restarted "rc $rc: $(grep -v '^\[' job.out | tail -n 6)"
+fi
+check config_error_no_leftovers no_leftovers

@@ -13,6 +13,9 @@ PD_TEST(err_wrap_keeps_context)
     pd_err_set(PD_EIO, "disk full");
     pd_err_wrap(PD_EIO, "writing %s", "model.npy");
     CHECK_STR_EQ(pd_err_msg(), "writing model.npy: disk full");
+    /* the message itself as an argument of the next */
+    pd_err_set(PD_EINVAL, "pserver %d: %s", 3, pd_err_msg());
+    CHECK_STR_EQ(pd_err_msg(), "pserver 3: writing model.npy: disk full");
 }
 
 PD_TEST(err_messages_escape_control_characters)
