@@ -73,7 +73,7 @@ int pd_layout_make(pd_layout *l, const pd_recipe *r, int npservers)
            o->beta2, o->epsilon, o->rho, o->weight_decay, o->nesterov);
 #undef DIGEST
     pd_sha256(d, dlen, l->digest);
-    free(d);
+    l->digest_text = d;
     return 0;
 }
 
@@ -83,5 +83,6 @@ void pd_layout_free(pd_layout *l)
     free(l->params);
     free(l->blocks);
     free(l->tables);
+    free(l->digest_text);
     memset(l, 0, sizeof *l);
 }

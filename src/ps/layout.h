@@ -41,6 +41,7 @@ typedef struct pd_layout {
     int unix_sockets;   /* roles on a pserver's host connect over its Unix sockets */
     int shared_memory;  /* and offer it shared memory there (ring.h) */
     uint8_t digest[32];
+    char *digest_text;      /* what the digest is of, a line each: what a checkpoint's shard.txt keeps */
 } pd_layout;
 
 int pd_layout_make(pd_layout *l, const pd_recipe *r, int npservers);

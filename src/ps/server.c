@@ -719,6 +719,51 @@ static void shard_header(server *s, FILE *f, long step)
             s->o->npservers, digest, step, s->pass, s->batches_total, s->o->ntrainers);
     for (int t = 0; t < s->o->ntrainers; t++)
         fprintf(f, "trainer %d pass %u batch %u\n", t, s->pos_pass[t], s->pos_batch[t]);
+    /* what the digest is of and the batch size, to say what differs when a
+     * resume finds another job's checkpoint */
+    fprintf(f, "batch_size %d\n", s->r->batch_size);
+    for (const char *p = s->lay.digest_text; *p;) {
+        size_t n = strcspn(p, "\n");
+        fprintf(f, "layout %.*s\n", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
+/* Is the line line[0..n) one of the lines of text? */
+static int has_line(const char *text, const char *line, size_t n)
+{
+    for (const char *q = text; *q;) {
+        size_t k = strcspn(q, "\n");
+        if (k == n && !strncmp(q, line, n)) return 1;
+        q += k + (q[k] == '\n');
+    }
+    return 0;
+}
+
+/* The first "layout" line of a shard's text that this job's digest text
+ * (mine) lacks into a, and the first of mine that the shard lacks into b;
+ * 0 when the shard has none (written before they were kept). */
+static int layout_difference(const char *text, const char *mine, char *a, size_t na, char *b, size_t nb)
+{
+    char *saved = pd_xstrdup(""); /* the shard's layout lines, as mine are */
+    size_t len = 0;
+    a[0] = b[0] = '\0';
+    for (const char *p = text; (p = strstr(p, "\nlayout ")); p += 8) {
+        size_t n = strcspn(p + 8, "\n");
+        if (!a[0] && !has_line(mine, p + 8, n)) snprintf(a, na, "%.*s", (int)n, p + 8);
+        saved = pd_xrealloc(saved, len + n + 2);
+        memcpy(saved + len, p + 8, n);
+        len += n;
+        saved[len++] = '\n';
+        saved[len] = '\0';
+    }
+    for (const char *q = mine; len && *q && !b[0];) {
+        size_t k = strcspn(q, "\n");
+        if (!has_line(saved, q, k)) snprintf(b, nb, "%.*s", (int)k, q);
+        q += k + (q[k] == '\n');
+    }
+    free(saved);
+    return len > 0;
 }
 
 /* Write the shard for step into CHECKPOINT_DIR/ckpt-<step>/pserver-N:
@@ -827,8 +872,16 @@ static int check_shard_header(server *s, const char *dir, const char *text, long
     if (id != s->o->id || np != s->o->npservers)
         return pd_err_set(PD_EINVAL, "%s holds the shard of pserver %d of %d, this is pserver %d of %d", dir, id, np,
                           s->o->id, s->o->npservers);
+    char was[160], now[160];
+    if (strcmp(digest, want) != 0 && layout_difference(text, s->lay.digest_text, was, sizeof was, now, sizeof now))
+        return pd_err_set(PD_EINVAL, "%s was saved for a different model or optimizer: it has '%s' where this job "
+                          "has '%s'", dir, was[0] ? was : "(nothing)", now[0] ? now : "(nothing)");
     if (strcmp(digest, want) != 0)
         return pd_err_set(PD_EINVAL, "%s was saved for a different model or optimizer", dir);
+    const char *bs = strstr(text, "\nbatch_size ");
+    if (bs && step >= 0 && atoi(bs + 12) != s->r->batch_size) /* a resume, not --init_shard's parameters */
+        return pd_err_set(PD_EINVAL, "%s was saved by a job of batch_size %d, this one has %d (its trainers' places "
+                          "in the pass count batches of %d)", dir, atoi(bs + 12), s->r->batch_size, atoi(bs + 12));
     if (p && nt != s->o->ntrainers)
         return pd_err_set(PD_EINVAL, "%s was saved by a job of %d trainers, this one has %d", dir, nt,
                           s->o->ntrainers);

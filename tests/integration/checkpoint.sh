@@ -48,8 +48,16 @@ resumed resumed_from_shard ckpt/ckpt-$last/pserver-0 out1/pass-00019/fc_0.w_0.np
 # a shard saved for another model or optimizer is refused
 run_capture "$PADDLE" pserver fit_a_line.lua $one --mode=async --pserver_id=0 --port=$port --bind=127.0.0.1 \
     --init_shard=ckpt/ckpt-$last/pserver-0
-if [ $rc -ne 0 ] && grep -q 'saved for a different model or optimizer' <<<"$out"; then pass shard_of_other_model_refused
-else fail shard_of_other_model_refused "rc $rc: $out"; fi
+if [ $rc -ne 0 ] && grep -q "saved for a different model or optimizer: it has 'paddle-layout 1 block [0-9]* mode sync' where this job has 'paddle-layout 1 block [0-9]* mode async'" <<<"$out"
+then pass shard_of_other_model_refused_saying_what_differs
+else fail shard_of_other_model_refused_saying_what_differs "rc $rc: $out"; fi
+# a resume of a checkpoint of another batch size: its places in the pass
+# count other batches (its parameters alone, --init_shard, are taken)
+run_capture "$PADDLE" pserver fit_a_line.lua $one --batch_size=7 --pserver_id=0 --port=$port --bind=127.0.0.1 \
+    --checkpoint_dir=ckpt --resume
+if [ $rc -ne 0 ] && grep -q "was saved by a job of batch_size [0-9]*, this one has 7" <<<"$out"
+then pass shard_of_other_batch_size_refused
+else fail shard_of_other_batch_size_refused "rc $rc: $out"; fi
 
 # a shard of an earlier version (one .npy file per array, "file NAME SUM"
 # lines; tests/integration/data/ckpt-v1, saved after 20 passes) still loads
