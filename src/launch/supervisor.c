@@ -666,6 +666,8 @@ void pd_sup_stop_all(pd_sup *s)
 /* A job that cannot finish: say why (sig: the signal, -1: the launcher went
  * away, 0: a failure already said), stop every member, say who ended how.
  * Returns the exit status. */
+static void end_progress(pd_progress *board, int status);
+
 static int stop_job(pd_sup *s, int sig)
 {
     if (sig)
@@ -675,11 +677,14 @@ static int stop_job(pd_sup *s, int sig)
     if (s->board) pd_progress_all(s->board, PD_ST_STOPPING, 0);
     pd_sup_stop_all(s);
     report(s);
+    int status = sig ? 130 : 1;
+    end_progress(s->board, status); /* its last line before the advice */
+    s->board = NULL;
     long step;
     if (s->checkpoints && sig >= 0 && !s->config_error && /* the launcher's, with settings.checkpoint_dir */
         (!s->ckpt_dir || pd_ckpt_list(s->ckpt_dir, &step, 1, 1) == 1))
         say("paddle: the same command with --resume continues the job from its last complete checkpoint\n");
-    return sig ? 130 : 1;
+    return status;
 }
 
 /* Member m failed and a restart is left: say so, stop every member, wait the
@@ -1116,9 +1121,9 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
     end_progress(s->board, status);
     s->board = NULL;
     if (local)
-        printf("paddle: job done in %.1f s: %d trainer%s finished, %d pserver%s stopped; model in %s/\n",
-               pd_now() - t0, r->trainers, r->trainers > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "",
-               r->save_dir);
+        printf("paddle: job done in %.1f s%s%.0d%s: %d trainer%s finished, %d pserver%s stopped; model in %s/\n",
+               pd_now() - t0, s->nrestarts ? " after " : "", s->nrestarts,
+               s->nrestarts == 0 ? "" : s->nrestarts == 1 ? " restart" : " restarts", r->trainers, r->trainers > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "", r->save_dir);
 out:
     if (s) end_progress(s->board, status);
     pd_sup_free(s);

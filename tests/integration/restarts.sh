@@ -62,7 +62,7 @@ if start $long --restarts=1; then
     resumed=$([ -n "$resumed" ] && tr '\0' ' ' 2>/dev/null <"/proc/$resumed/cmdline" | grep -c -- '--resume ')
     finishes trainer_restart
     if [ "$rc" -eq 0 ] && grep -q '^paddle: trainer 1 was killed by signal 9 (Killed); restarting the job from its first pass (no settings.checkpoint_dir) (restart 1 of 1)$' job.out &&
-       grep -q 'job done' job.out && [ "$resumed" = 1 ]; then
+       grep -q '^paddle: job done in [0-9.]* s after 1 restart: ' job.out && [ "$resumed" = 1 ]; then
         pass killed_trainer_restarted_job_completes
     else
         fail killed_trainer_restarted_job_completes "rc $rc, roles with --resume: '$resumed': $(grep '^paddle' job.out | tail -n 8)"

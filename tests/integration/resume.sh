@@ -156,7 +156,7 @@ f=$(ls $newest/pserver-0/*.npy | head -n 1)
 printf '\x7f\x7f\x7f\x7f' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null
 read -r -a ports <<<"$(free_ports)"
 run_capture timeout 30 "$PADDLE" pserver recommendation.lua --pserver_id=0 --port=${ports[0]} --bind=127.0.0.1 \
-    --checkpoint_dir=rec_sync/ckpt --resume --idle_timeout=1
+    --batch_size=64 --checkpoint_dir=rec_sync/ckpt --resume --idle_timeout=1
 if grep -q "checksum mismatch" <<<"$out" && grep -q "resuming from checkpoint $older " <<<"$out"; then
     pass corrupt_checkpoint_skipped
 else fail corrupt_checkpoint_skipped "$(grep -E 'checkpoint|resum' <<<"$out" | head -n 3)"; fi
