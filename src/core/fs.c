@@ -11,8 +11,12 @@
 
 static int make_one(const char *dir)
 {
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return pd_err_set(PD_EIO, "cannot create %s: %s", dir, strerror(errno));
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        int e = errno;
+        pd_err_set(PD_EIO, "cannot create %s: %s", dir, strerror(e));
+        errno = e; /* for a caller that tells a wrong path from a failing disk */
+        return PD_EIO;
+    }
     return 0;
 }
 
@@ -27,7 +31,9 @@ int pd_mkdir_p(const char *path)
         *s = '/';
     }
     if (rc == 0) rc = make_one(p);
+    int e = errno;
     free(p);
+    errno = e;
     return rc;
 }
 

@@ -7,7 +7,8 @@
 #ifndef PD_FS_H
 #define PD_FS_H
 
-/* mkdir -p with mode 0755: 0, or PD_EIO naming the directory that failed. */
+/* mkdir -p with mode 0755: 0, or PD_EIO naming the directory that failed
+ * (errno then says why). */
 int pd_mkdir_p(const char *path);
 /* The absolute path of the running executable (malloc'd), or NULL with a
  * message set. */

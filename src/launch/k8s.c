@@ -27,6 +27,7 @@ typedef struct job {
     const pd_recipe *r;
     const pd_k8s_opts *o;
     char name[64], secret[2 * PD_SECRET + 1];
+    char *recipe;           /* the recipe's path from here, tidied (tidy()) */
     wfile files[MAX_FILES];
     int nfiles;
     size_t total;
@@ -55,12 +56,31 @@ static void q(FILE *f, const char *s)
     quoted(f, s, strlen(s));
 }
 
-/* Does path name a parent directory ("..") as one of its parts? */
-static int climbs(const char *path)
+/* A relative path without its "." and "dir/.." parts (malloc'd), as
+ * Kubernetes wants a ConfigMap item's path; NULL when it leads out of the
+ * directory it starts in ("a/../../b"). */
+static char *tidy(const char *path)
 {
-    for (const char *p = path; (p = strstr(p, "..")); p += 2)
-        if ((p == path || p[-1] == '/') && (p[2] == '\0' || p[2] == '/')) return 1;
-    return 0;
+    char *out = pd_xmalloc(strlen(path) + 1);
+    size_t k = 0;
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (k == 0) {
+                free(out);
+                return NULL;
+            }
+            while (k > 0 && out[k - 1] != '/') k--; /* drop the last part */
+            if (k > 0) k--;
+        } else if (n > 0 && !(n == 1 && p[0] == '.')) {
+            if (k > 0) out[k++] = '/';
+            memcpy(out + k, p, n);
+            k += n;
+        }
+        p += n + (p[n] == '/');
+    }
+    out[k] = '\0';
+    return out;
 }
 
 /* Add a workspace file (relative, small, text) to the ConfigMap. */
@@ -102,11 +122,12 @@ static int add_path(job *j, const char *name, const char *path)
 {
     if (!path || path[0] == '/') return 0;
     int rc = 0;
-    char *p = strcmp(j->r->dir, ".") ? pd_xasprintf("%s/%s", j->r->dir, path) : pd_xstrdup(path);
+    char *joined = strcmp(j->r->dir, ".") ? pd_xasprintf("%s/%s", j->r->dir, path) : pd_xstrdup(path);
+    char *p = tidy(joined);
     struct stat st;
-    if (climbs(p)) {
+    if (!p) {
         rc = pd_err_set(PD_EINVAL, "%s = %s: a path out of the directory paddle k8s runs in (%s) is not put in the "
-                        "ConfigMap: put the data on a volume and give its absolute path", name, path, p);
+                        "ConfigMap: put the data on a volume and give its absolute path", name, path, joined);
     } else if (stat(p, &st) < 0) {
         rc = pd_err_set(PD_ENOENT, "%s = %s: %s is not here to put in the ConfigMap (%s)", name, path, p,
                         strerror(errno));
@@ -125,6 +146,7 @@ static int add_path(job *j, const char *name, const char *path)
         rc = add_file(j, p);
     }
     free(p);
+    free(joined);
     return rc;
 }
 
@@ -133,11 +155,12 @@ static int collect(job *j)
 {
     const pd_recipe *r = j->r;
     int rc;
-    if (r->path[0] == '/' || climbs(r->path))
+    j->recipe = r->path[0] == '/' ? NULL : tidy(r->path);
+    if (!j->recipe)
         return pd_err_set(PD_EINVAL, "%s: the recipe goes in the ConfigMap by its path from here, and this one is "
                           "not below here: run paddle k8s in the job's directory (the recipe's, or one above it)",
                           r->path);
-    if ((rc = add_file(j, r->path)) < 0 || (rc = add_path(j, "data.train", r->train)) < 0 ||
+    if ((rc = add_file(j, j->recipe)) < 0 || (rc = add_path(j, "data.train", r->train)) < 0 ||
         (rc = add_path(j, "data.test", r->test)) < 0)
         return rc;
     return add_path(j, "job.workspace", r->workspace);
@@ -181,13 +204,15 @@ static void container(FILE *f, const job *j, const char *in, const char *name, c
     fprintf(f, "%s- name: %s\n%s  image: ", in, name, in);
     q(f, j->o->image);
     fprintf(f, "\n%s  workingDir: /job\n%s  args: [start, ", in, in);
-    q(f, j->r->path);
+    q(f, j->recipe);
     char *save = pd_xasprintf("--save_dir=/output/%s", j->r->save_dir ? j->r->save_dir : "output");
     fputs(", ", f);
     q(f, save);
     free(save);
     for (int i = 0; i < j->o->nargs; i++) {
-        if (j->r->checkpoint_dir && !strncmp(j->o->args[i], "--checkpoint_dir=", 17)) continue; /* the one below */
+        /* the ones written here: the volumes are there */
+        if (!strncmp(j->o->args[i], "--save_dir=", 11)) continue;
+        if (j->r->checkpoint_dir && !strncmp(j->o->args[i], "--checkpoint_dir=", 17)) continue;
         fputs(", ", f);
         q(f, j->o->args[i]);
     }
@@ -462,6 +487,7 @@ int pd_k8s_print(FILE *f, const pd_recipe *r, const pd_k8s_opts *o)
         }
     }
     for (int i = 0; i < j->nfiles; i++) free(j->files[i].data);
+    free(j->recipe);
     free(j);
     return rc;
 }

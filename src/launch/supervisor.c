@@ -423,7 +423,11 @@ static int ended_well(const member *m)
  * options, a checkpoint of another job), which no restart changes; noted. */
 static int config_error(pd_sup *s, const member *m)
 {
-    if (m->kind != M_ROLE || !m->exited || !WIFEXITED(m->status) || WEXITSTATUS(m->status) != 2) return 0;
+    /* a node's: what its agent said failed ("trainer 1\texited with status 2 ...") */
+    const char *tab = m->kind == M_NODE && m->cause ? strchr(m->cause, '\t') : NULL;
+    if (tab ? strncmp(tab + 1, "exited with status 2", 20) != 0 || (tab[21] != '\0' && tab[21] != ' ')
+            : m->kind != M_ROLE || !m->exited || !WIFEXITED(m->status) || WEXITSTATUS(m->status) != 2)
+        return 0;
     s->config_error = 1;
     return 1;
 }
@@ -939,6 +943,10 @@ static int not_listening(pd_sup *s, member *m)
     describe(m, how, sizeof how);
     say("paddle: %s %s before it listened\n", m->name, how);
     print_tail(m);
+    if (s->upstream_fd >= 0) { /* a node's agent: the launcher hears which role and how */
+        printf(CTL "failed %s\t%s\n", m->name, how);
+        fflush(stdout);
+    }
     return 1;
 }
 

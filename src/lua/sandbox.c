@@ -136,6 +136,11 @@ static void note_lua_where(lua_State *L, char *buf, size_t size)
 {
     lua_Debug ar;
     buf[0] = 0;
+#if LUA_VERSION_RELEASE_NUM > 50404
+    /* later releases move the stack while they grow it: not safe here */
+    (void)L, (void)ar, (void)size;
+    return;
+#endif
     for (int level = 0; L && level < 4 && lua_getstack(L, level, &ar); level++) {
         if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
             snprintf(buf, size, "%s:%d: ", ar.short_src, ar.currentline);

@@ -97,18 +97,26 @@ static int parse_shape(const char *h, long *dims, int *ndims)
 
 /* Open path, check its header (descr, C order) and read its shape; the
  * file is left at its data. NULL with *rc set (message too) on failure. */
+/* A read that came short: an I/O error (PD_EIO: the file may be fine) or
+ * the file's end (PD_EDATA: what: "truncated header", ...). */
+static int short_read(FILE *f, const char *path, const char *what)
+{
+    if (ferror(f)) return pd_err_set(PD_EIO, "%s: read error: %s", path, strerror(errno));
+    return pd_err_set(PD_EDATA, "%s: %s", path, what);
+}
+
 static FILE *npy_open(const char *path, const char *descr, long *dims, int *nd, int *rc_out)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        *rc_out = pd_err_set(PD_ENOENT, "cannot open %s: %s", path, strerror(errno));
+        *rc_out = pd_err_set(errno == ENOENT ? PD_ENOENT : PD_EIO, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
     unsigned char head[12];
     int rc = 0;
     char *h = NULL;
     if (fread(head, 1, 10, f) != 10 || memcmp(head, NPY_MAGIC, 6) != 0) {
-        rc = pd_err_set(PD_EDATA, "%s is not a .npy file", path);
+        rc = ferror(f) ? short_read(f, path, "") : pd_err_set(PD_EDATA, "%s is not a .npy file", path);
         goto out;
     }
     size_t hlen;
@@ -116,7 +124,7 @@ static FILE *npy_open(const char *path, const char *descr, long *dims, int *nd, 
         hlen = head[8] | (size_t)head[9] << 8;
     } else if (head[6] == 2 || head[6] == 3) {
         if (fread(head + 10, 1, 2, f) != 2) {
-            rc = pd_err_set(PD_EDATA, "%s: truncated header", path);
+            rc = short_read(f, path, "truncated header");
             goto out;
         }
         hlen = head[8] | (size_t)head[9] << 8 | (size_t)head[10] << 16 | (size_t)head[11] << 24;
@@ -130,7 +138,7 @@ static FILE *npy_open(const char *path, const char *descr, long *dims, int *nd, 
     }
     h = pd_xmalloc(hlen + 1);
     if (fread(h, 1, hlen, f) != hlen) {
-        rc = pd_err_set(PD_EDATA, "%s: truncated header", path);
+        rc = short_read(f, path, "truncated header");
         goto out;
     }
     h[hlen] = '\0';
@@ -174,7 +182,7 @@ int pd_npy_read(const char *path, float *data, int rows, int cols)
     }
     size_t count = (size_t)rows * cols;
     if (fread(data, sizeof(float), count, f) != count) {
-        rc = pd_err_set(PD_EDATA, "%s: truncated data (%zu floats expected)", path, count);
+        rc = short_read(f, path, "truncated data");
         goto out;
     }
 out:
@@ -194,7 +202,7 @@ int pd_npy_read_part(const char *path, size_t offset, float *data, size_t count)
     else if (offset && fseeko(f, (off_t)(offset * sizeof(float)), SEEK_CUR) != 0)
         rc = pd_err_set(PD_EIO, "%s: %s", path, strerror(errno));
     else if (count && fread(data, sizeof(float), count, f) != count)
-        rc = pd_err_set(PD_EDATA, "%s: truncated data", path);
+        rc = short_read(f, path, "truncated data");
     fclose(f);
     return rc;
 }
@@ -215,7 +223,7 @@ static int load_table(pd_param *p, const char *dir)
         goto out;
     }
     uint64_t *keys = pd_xmalloc((size_t)n * sizeof *keys + 1);
-    if (fread(keys, sizeof *keys, (size_t)n, f) != (size_t)n) rc = pd_err_set(PD_EDATA, "%s: truncated", path);
+    if (fread(keys, sizeof *keys, (size_t)n, f) != (size_t)n) rc = short_read(f, path, "truncated");
     fclose(f);
     float *rows = NULL;
     if (rc == 0) {

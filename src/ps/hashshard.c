@@ -145,14 +145,17 @@ int pd_hshard_save(const pd_hshard *h, const char *path, uint32_t *sum)
 int pd_hshard_load(pd_hshard *h, const char *path, uint32_t sum)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return pd_err_set(PD_ENOENT, "cannot open %s: %s", path, strerror(errno));
+    if (!f) return pd_err_set(errno == ENOENT ? PD_ENOENT : PD_EIO, "cannot open %s: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0, k;
     uint8_t *buf = pd_xmalloc(cap);
     while ((k = fread(buf + n, 1, cap - n, f)) > 0)
         if ((n += k) == cap) buf = pd_xrealloc(buf, cap *= 2);
+    int bad = ferror(f), err = errno;
     fclose(f);
     int rc = 0;
-    if (pd_checksum(buf, n) != sum) {
+    if (bad) {
+        rc = pd_err_set(PD_EIO, "%s: read error: %s", path, strerror(err)); /* the file may be fine */
+    } else if (pd_checksum(buf, n) != sum) {
         rc = pd_err_set(PD_EDATA, "%s: checksum mismatch (a corrupt or incomplete checkpoint)", path);
     } else {
         FILE *m = fmemopen(buf, n ? n : 1, "rb");

@@ -861,8 +861,12 @@ int pd_tcp_listen(const char *addr, int port, int backlog)
     } else if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
         /* a host name: its IPv4 address */
         struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
-        if (getaddrinfo(addr, NULL, &hints, &res) != 0 || !res) {
+        int g = getaddrinfo(addr, NULL, &hints, &res);
+        if (g != 0 || !res) {
             close(fd);
+            if (g == EAI_AGAIN) /* the name service, for now: a fault, not a wrong address */
+                return pd_err_set(PD_EIO, "cannot listen on '%s': its name does not resolve yet (%s)", addr,
+                                  gai_strerror(g));
             return pd_err_set(PD_EINVAL, "cannot listen on '%s': not an IPv4 address or a name this node resolves",
                               addr);
         }

@@ -18,7 +18,6 @@
 #include "hashshard.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -420,6 +419,18 @@ static void free_state(server *s)
     free(s->decide_pass);
     free(s->last_heard);
     free(s->held_bytes);
+}
+
+/* Back to a fresh pserver's state: what a shard that failed to load half
+ * way left (parameters, optimizer state, a growing table's rows) goes. */
+static void reset_state(server *s)
+{
+    free_state(s);
+    s->nblocks = 0;
+    s->gscratch_len = 0;
+    s->ready_wait = NULL;
+    s->nready_wait = s->cap_ready_wait = 0;
+    make_state(s);
 }
 
 /* --- applying updates -------------------------------------------------------- */
@@ -825,8 +836,14 @@ static char *read_shard_text(const char *dir, int *code)
         if (n == cap && cap < (64u << 20)) text = pd_xrealloc(text, (cap *= 2) + 1);
         else if (n == cap) break;
     }
+    int bad = ferror(f), err = errno;
     fclose(f);
     text[n] = '\0';
+    if (bad) { /* an I/O error, not a corrupt shard: nothing is removed for it */
+        *code = pd_err_set(PD_EIO, "%s/shard.txt: read error: %s", dir, strerror(err));
+        free(text);
+        return NULL;
+    }
     char *sum = n ? strstr(text, "\nsum ") : NULL;
     if (!sum || strtoul(sum + 5, NULL, 10) != pd_checksum(text, (size_t)(sum - text) + 1)) {
         *code = pd_err_set(PD_EDATA, "%s/shard.txt: checksum mismatch (a corrupt or incomplete checkpoint)", dir);
@@ -909,25 +926,20 @@ static int load_shard(server *s, const char *dir, long step)
     return rc;
 }
 
-/* A checkpoint without this pserver's shard: PD_EINVAL when another
- * pserver's shard beside it says it was written by another number of
- * pservers (the job's pservers changed), else 0. */
+/* A checkpoint without this pserver's shard: PD_EINVAL when its complete
+ * marker says it was written by another number of pservers (the job's
+ * pservers changed), else 0. */
 static int shard_missing(server *s, const char *ck)
 {
-    DIR *d = opendir(ck);
-    struct dirent *e;
-    int rc = 0, id, np;
-    while (d && rc == 0 && (e = readdir(d))) {
-        if (sscanf(e->d_name, "pserver-%d", &id) != 1) continue;
-        char *path = pd_xasprintf("%s/%s/shard.txt", ck, e->d_name);
-        FILE *f = fopen(path, "r");
-        if (f && fscanf(f, "pserver %d of %d", &id, &np) == 2 && np != s->o->npservers)
-            rc = pd_err_set(PD_EINVAL, "%s was written by a job of %d pservers, this one has %d", ck, np,
-                            s->o->npservers);
-        if (f) fclose(f);
-        free(path);
-    }
-    if (d) closedir(d);
+    char *path = pd_xasprintf("%s/complete", ck);
+    FILE *f = fopen(path, "r");
+    long step;
+    int np = -1, rc = 0;
+    if (f && fscanf(f, "step %ld pservers %d", &step, &np) == 2 && np != s->o->npservers)
+        rc = pd_err_set(PD_EINVAL, "%s was written by a job of %d pservers, this one has %d", ck, np,
+                        s->o->npservers);
+    if (f) fclose(f);
+    free(path);
     return rc;
 }
 
@@ -942,13 +954,13 @@ static int resume_from(server *s, const char *ck, long step, double t0)
     } else if (access(mine, F_OK) != 0 && errno == ENOENT) {
         rc = shard_missing(s, ck);
         if (rc == 0) PD_WARN("checkpoint %s has no shard of pserver %d on this host: skipped", ck, s->o->id);
-    } else if ((rc = load_shard(s, mine, step)) == PD_EDATA) {
+    } else if ((rc = load_shard(s, mine, step)) == PD_EDATA || rc == PD_ENOENT) {
+        /* corrupt, or a file of it missing: its shard directory is there */
         PD_WARN("checkpoint %s skipped: %s", ck, pd_err_msg());
         unlink(marker);
         pd_ckpt_remove_tree(mine);
         s->pass = 0, s->batches_total = 0; /* what the shard set before it failed */
-        memset(s->pos_pass, 0, (size_t)s->o->ntrainers * sizeof *s->pos_pass);
-        memset(s->pos_batch, 0, (size_t)s->o->ntrainers * sizeof *s->pos_batch);
+        reset_state(s);
         rc = 0;
     } else if (rc == 0) {
         PD_INFO("resuming from checkpoint %s (step %ld, pass %d), read in %.3f s", ck, step, s->pass, pd_now() - t0);

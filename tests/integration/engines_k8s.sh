@@ -88,6 +88,16 @@ run_capture sh -c "cd sub && '$PADDLE' k8s ../fit_a_line.lua"
 run_capture "$PADDLE" k8s fit_a_line.lua --namespace 'ML_team'
 [ $rc -ne 0 ] && [[ "$out" == *"--namespace 'ML_team': a namespace is a DNS label"* ]] &&
     pass k8s_namespace_checked || fail k8s_namespace_checked "rc $rc: $out"
+# a recipe in a directory below, its data reached with "..": the ConfigMap's
+# paths are tidied (Kubernetes refuses ".." in them), and the user's
+# --save_dir names the directory under the /output volume, once
+mkdir -p rs && sed 's|"data/uci_housing/housing.data"|"../data/uci_housing/housing.data"|' fit_a_line.lua >rs/fit.lua
+"$PADDLE" k8s rs/fit.lua --save_dir=model >rs.yaml 2>&1
+run_capture validate rs.yaml
+if [ $rc -eq 0 ] && grep -q 'path: "data/uci_housing/housing.data"' rs.yaml && grep -q 'path: "rs/fit.lua"' rs.yaml &&
+    ! grep -q 'path: "[^"]*\.\.' rs.yaml && grep -q '"--save_dir=/output/model"' rs.yaml &&
+    [ "$(grep -c -- '--save_dir=' rs.yaml)" -eq "$(grep -c 'args: \[start' rs.yaml)" ]; then pass k8s_paths_tidied
+else fail k8s_paths_tidied "rc $rc: $out $(grep -E 'path:|args' rs.yaml | head -n 6)"; fi
 # the validator is not a rubber stamp
 sed 's/replicas: 2/replicas: two/' default.yaml >bad.yaml
 run_capture validate bad.yaml

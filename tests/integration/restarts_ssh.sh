@@ -146,6 +146,20 @@ if start --passes=1000000 --checkpoint_dir=ckpt --checkpoint_period=100; then
     check resume_no_leftovers no_leftovers
 fi
 
+# 6. a role on a node that ends on what it was given (exit status 2; here a
+#    checkpoint_dir that cannot be made): no restart, whatever restarts
+#    allows, the role named with its reason
+"$PADDLE" run ws/job.lua --checkpoint_dir=/dev/null/ckpt --restarts=2 >job.out 2>&1
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q '^paddle: pserver [01] on 127.0.0.[23] exited with status 2' job.out &&
+   grep -q 'settings.checkpoint_dir = /dev/null/ckpt: cannot create /dev/null/ckpt: Not a directory' job.out &&
+   ! grep -q 'restarting' job.out; then
+    pass remote_config_error_not_restarted
+else
+    fail remote_config_error_not_restarted "rc $rc: $(grep '^paddle' job.out | tail -n 6)"
+fi
+check remote_config_error_no_leftovers no_leftovers
+
 # 5. a node whose sshd is killed, listener and session, restarts = 0: the
 #    job ends naming the host; nothing is left on any node
 if start --passes=1000000; then

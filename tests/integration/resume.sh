@@ -161,6 +161,27 @@ if grep -q "checksum mismatch" <<<"$out" && grep -q "resuming from checkpoint $o
     pass corrupt_checkpoint_skipped
 else fail corrupt_checkpoint_skipped "$(grep -E 'checkpoint|resum' <<<"$out" | head -n 3)"; fi
 
+# a shard that cannot be read (here shard.txt a directory: a read error)
+# is not taken for a corrupt one: the start fails, naming it, and nothing
+# is removed; one with an array file missing is skipped for the one before
+cp -r rec_sync/ckpt unread && newest=$(ckpts unread complete | tail -n 1)
+mv "$newest/pserver-0/shard.txt" unread/shard.txt.saved && mkdir "$newest/pserver-0/shard.txt"
+read -r -a ports <<<"$(free_ports)"
+run_capture timeout 30 "$PADDLE" pserver recommendation.lua --pserver_id=0 --port=${ports[0]} --bind=127.0.0.1 \
+    --batch_size=64 --checkpoint_dir=unread --resume --idle_timeout=1
+if [ $rc -eq 1 ] && grep -q "shard.txt: read error" <<<"$out" && [ -f "$newest/complete" ] && [ -d "$newest/pserver-0" ]
+then pass unreadable_shard_fails_and_keeps_it
+else fail unreadable_shard_fails_and_keeps_it "rc $rc: $(grep -E 'resum|checkpoint|error' <<<"$out" | head -n 3)"; fi
+cp -r rec_sync/ckpt missing && newest=$(ckpts missing complete | tail -n 1)
+want="no complete checkpoint under missing: starting fresh" # when it was the only one
+[ "$(ckpts missing complete | wc -l)" -ge 2 ] && want="resuming from checkpoint $(ckpts missing complete | tail -n 2 | head -n 1) "
+rm "$(ls "$newest"/pserver-0/*.npy | head -n 1)"
+run_capture timeout 30 "$PADDLE" pserver recommendation.lua --pserver_id=0 --port=${ports[0]} --bind=127.0.0.1 \
+    --batch_size=64 --checkpoint_dir=missing --resume --idle_timeout=1
+if grep -q "checkpoint $newest skipped: cannot open .*No such file" <<<"$out" && grep -q "$want" <<<"$out"
+then pass shard_missing_a_file_skipped
+else fail shard_missing_a_file_skipped "want '$want': $(grep -E "resum|checkpoint|rror" <<<"$out" | head -n 4)"; fi
+
 # --resume of a job with more pservers than the checkpoints' job: refused
 # with the numbers named, and every checkpoint stays complete for a
 # --resume with the job's own pservers (the new pserver has no shard of
