@@ -423,13 +423,15 @@ static int ended_well(const member *m)
  * options, a checkpoint of another job), which no restart changes; noted. */
 static int config_error(pd_sup *s, const member *m)
 {
-    /* a node's: what its agent said failed ("trainer 1\texited with status 2 ...") */
-    const char *tab = m->kind == M_NODE && m->cause ? strchr(m->cause, '\t') : NULL;
-    if (tab ? strncmp(tab + 1, "exited with status 2", 20) != 0 || (tab[21] != '\0' && tab[21] != ' ')
-            : m->kind != M_ROLE || !m->exited || !WIFEXITED(m->status) || WEXITSTATUS(m->status) != 2)
-        return 0;
-    s->config_error = 1;
-    return 1;
+    int yes;
+    if (m->kind == M_ROLE) {
+        yes = m->exited && WIFEXITED(m->status) && WEXITSTATUS(m->status) == 2;
+    } else { /* a node's: what its agent said failed ("trainer 1\texited with status 2 (...)") */
+        const char *how = m->cause ? strchr(m->cause, '\t') : NULL;
+        yes = how && !strncmp(how + 1, "exited with status 2", 20) && (how[21] == '\0' || how[21] == ' ');
+    }
+    if (yes) s->config_error = 1;
+    return yes;
 }
 
 static void describe(const member *m, char *buf, size_t len)
@@ -934,9 +936,10 @@ static member *failed_early(pd_sup *s)
  * that ended badly (m, after it ended, when none did), with its last lines. */
 static int not_listening(pd_sup *s, member *m)
 {
-    for (double until = pd_now() + 2; !m->exited && !failed_early(s) && pd_now() < until;)
+    member *first = NULL;
+    for (double until = pd_now() + 2; !m->exited && !(first = failed_early(s)) && pd_now() < until;)
         pump(s, pd_now() + 0.05, UNTIL_EVENT);
-    if (failed_early(s)) m = failed_early(s);
+    if (first || (first = failed_early(s))) m = first;
     config_error(s, m);
     pump(s, pd_now() + 0.2, UNTIL_ALL_ENDED); /* the output it left */
     char how[96];

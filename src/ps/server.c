@@ -1071,9 +1071,10 @@ static int on_commit(server *s, waiter me, int T, pd_frame *f)
     } else if (f->b == 1) {
         int rc = 0;
         long steps = 0;
-        char *text = read_shard_text(mine, &rc); /* its own shard, whatever a shared marker says */
+        int withdrawn = s->withdrawn >= 0 && step >= s->withdrawn;
+        char *text = withdrawn ? NULL : read_shard_text(mine, &rc); /* its own shard, whatever a shared marker says */
         if (text) rc = check_shard_header(s, mine, text, step, &steps);
-        if (s->withdrawn >= 0 && step >= s->withdrawn) {
+        if (withdrawn) {
             /* a trainer late to the agreement another one ended: it stays withdrawn */
             answer = 0;
         } else if (rc < 0) {
