@@ -22,6 +22,16 @@ local safe_libs = { "math", "string", "table", "utf8" }
 
 -- set by the host: returns the instruction-limit message once it was hit
 local limit_hit = pd_sandbox_limit_hit
+-- set by the host: io_fault(errno) marks the load's failure as the machine's
+-- (true) unless errno is the recipe's (no such file, a directory, ...)
+local io_fault = pd_sandbox_io_fault
+
+-- io.open's message less the path it starts with
+local function reason(msg, path)
+  msg = tostring(msg)
+  if msg:sub(1, #path + 2) == path .. ": " then return msg:sub(#path + 3) end
+  return msg
+end
 
 local function copy(t)
   local c = {}
@@ -187,11 +197,20 @@ function X.run_file(path, env, from, chain)
     end
   end
   if #chain >= 32 then fail(from, "includes nested over 32 deep") end
-  local f = io.open(path, "rb")
-  if not f then fail(from, "cannot open %s", path) end
-  local text, err = f:read("a")
+  -- a file the machine failed to give (a disk error) is a fault, not the
+  -- recipe's mistake: io_fault marks it so (the load then fails with exit
+  -- status 1, which a launcher restarts, not 2)
+  local f, oerr, ocode = io.open(path, "rb")
+  if not f then
+    io_fault(ocode)
+    fail(from, "cannot open %s: %s", path, reason(oerr, path))
+  end
+  local text, err, code = f:read("a")
   f:close()
-  if not text then fail(from, "cannot read %s: %s", path, tostring(err)) end
+  if not text then
+    io_fault(code)
+    fail(from, "cannot read %s: %s", path, tostring(err))
+  end
   if text:sub(1, 1) == "\27" then
     fail(at(path, 1), "a precompiled (binary) chunk is not a recipe: give the Lua source")
   end

@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <stdio.h>
@@ -392,13 +393,22 @@ static void on_signal(int sig)
  * process ends, saying so. */
 #define RECIPE_DEADLINE_S 60
 
-static char deadline_msg[512];
+static char deadline_msg[512], starved_msg[512];
+static int deadline_s;
 
+/* At the deadline: a recipe that ran a quarter of that time or more is
+ * endless (exit 2, which the launcher does not restart); one that got less
+ * waited, on a machine too busy or a file that does not answer: a fault
+ * (exit 1). Only async-signal-safe calls here. */
 static void on_deadline(int sig)
 {
     (void)sig;
-    if (write(2, deadline_msg, strlen(deadline_msg)) < 0) {}
-    _exit(2);
+    struct timespec ts;
+    int busy = clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0 ||
+               ts.tv_sec * 1000 + ts.tv_nsec / 1000000 >= deadline_s * 250L;
+    const char *msg = busy ? deadline_msg : starved_msg;
+    if (write(2, msg, strlen(msg)) < 0) {}
+    _exit(busy ? 2 : 1);
 }
 
 /* Load the recipe a command names; prints the error and returns 2 on failure. */
@@ -406,9 +416,13 @@ static int load_recipe(pd_recipe *r, pd_cli *cli)
 {
     const char *env = getenv("PADDLE_RECIPE_TIMEOUT");
     int limit = env && atoi(env) > 0 ? atoi(env) : RECIPE_DEADLINE_S;
+    deadline_s = limit;
     snprintf(deadline_msg, sizeof deadline_msg,
              "paddle: %.400s: still loading after %d s: an endless loop in the recipe? (stopped)\n", cli->pos[0],
              limit);
+    snprintf(starved_msg, sizeof starved_msg,
+             "paddle: %.300s: still loading after %d s, having run under a quarter of it: this machine is too busy or a "
+             "file the recipe reads does not answer (stopped)\n", cli->pos[0], limit);
     struct sigaction sa = {.sa_handler = on_deadline}, old;
     sigaction(SIGALRM, &sa, &old);
     unsigned left = alarm((unsigned)limit);
@@ -417,7 +431,7 @@ static int load_recipe(pd_recipe *r, pd_cli *cli)
     sigaction(SIGALRM, &old, NULL);
     if (rc < 0) {
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
-        return 2;
+        return rc == PD_ERECIPE ? 2 : 1; /* else the disk's or the machine's fault: a restart may help */
     }
     return 0;
 }

@@ -928,7 +928,7 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     fflush(stdout);
     if (!o->resume) record_job(r, d->job_dir);
     d->resume = o->resume;
-    pd_sup_set_restarts(sup, r->restarts, r->checkpoint_dir != NULL);
+    pd_sup_set_restarts(sup, r->restarts, r->checkpoint_dir != NULL, o->resume);
     pd_sup_set_heartbeat(sup, r->heartbeat_timeout);
     if (pd_sup_serve_metrics(sup, r, NULL) < 0) { /* every interface: Prometheus scrapes from elsewhere */
         fprintf(stderr, "paddle: %s\n", pd_err_msg());
@@ -945,8 +945,8 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
         if (status == 0) finish(d, nodes, nn, t0);
         if (status != PD_SUP_RESTART) break;
         status = 1;
+        d->resume = pd_sup_restart_resumes(sup);
         pd_sup_clear(sup);
-        d->resume = 1;
         d->reconnect_until = pd_now() + RECONNECT_WAIT;
     }
     if (deployed == 130) status = 130;

@@ -98,6 +98,8 @@ struct pd_sup {
     int log_server, log_train;
     int restarts, nrestarts;  /* restarts allowed (job.restarts), done */
     int checkpoints;          /* a restart goes on from the last checkpoint (else from the start) */
+    int resumed;              /* the job was started with --resume */
+    int trained;              /* a trainer reported a batch done: a fresh job's earlier checkpoints are forgotten */
     const char *ckpt_dir;     /* checkpoint_dir where the launcher sees it (a local job), else NULL */
     int config_error;         /* a role ended on what it was given (exit status 2): no restart helps */
     double hb_timeout;        /* launcher: a node silent this long is dead (0: never) */
@@ -183,10 +185,19 @@ int pd_sup_signalled(void)
     return sig_seen;
 }
 
-void pd_sup_set_restarts(pd_sup *s, int restarts, int checkpoints)
+void pd_sup_set_restarts(pd_sup *s, int restarts, int checkpoints, int resumed)
 {
     s->restarts = restarts > 0 ? restarts : 0;
     s->checkpoints = checkpoints;
+    s->resumed = resumed;
+}
+
+/* A job started fresh over an earlier job's checkpoints forgets them once
+ * it trains (pd_ckpt_forget_earlier); restarted before that, a --resume
+ * would continue the earlier job, so it starts fresh again. */
+int pd_sup_restart_resumes(const pd_sup *s)
+{
+    return s->resumed || s->trained;
 }
 
 void pd_sup_set_progress(pd_sup *s, pd_progress *board)
@@ -267,6 +278,7 @@ static void role_line(void *ctx, char *line)
     char buf[PD_LINE_MAX + 128];
     int progress = !strncmp(line, PD_PROGRESS, strlen(PD_PROGRESS));
     if (progress && c->s->upstream_fd < 0) {
+        c->s->trained = 1;
         if (c->s->board) pd_progress_line(c->s->board, c->m->name, "localhost", line);
         return;
     }
@@ -290,7 +302,9 @@ static int node_progress(pd_sup *s, member *m, const char *line)
     if (!s->board || !e || e - line > 40 || e[1] != ' ') return 0;
     char name[48];
     snprintf(name, sizeof name, "%.*s", (int)(e - line - 1), line + 1);
-    return pd_progress_line(s->board, name, m->name, e + 2);
+    if (!pd_progress_line(s->board, name, m->name, e + 2)) return 0;
+    s->trained = 1;
+    return 1;
 }
 
 /* A node agent's line: its heartbeat and its report of the role that failed
@@ -687,9 +701,16 @@ static int stop_job(pd_sup *s, int sig)
     end_progress(s->board, status); /* its last line before the advice */
     s->board = NULL;
     long step;
-    if (s->checkpoints && sig >= 0 && !s->config_error && /* the launcher's, with settings.checkpoint_dir */
-        (!s->ckpt_dir || pd_ckpt_list(s->ckpt_dir, &step, 1, 1) == 1))
+    /* the launcher's, with settings.checkpoint_dir: a job that trained or
+     * resumed goes on with --resume; one started fresh that trained no
+     * batch left the earlier job's checkpoints as they were */
+    int ckpt = s->checkpoints && sig >= 0 && !s->config_error &&
+               (!s->ckpt_dir || pd_ckpt_list(s->ckpt_dir, &step, 1, 1) == 1);
+    if (ckpt && pd_sup_restart_resumes(s))
         say("paddle: the same command with --resume continues the job from its last complete checkpoint\n");
+    else if (ckpt && s->ckpt_dir)
+        say("paddle: this job trained no batch, and %s holds the earlier job's checkpoints: the same command "
+            "with --resume continues that job\n", s->ckpt_dir);
     return status;
 }
 
@@ -700,8 +721,10 @@ static int restart_job(pd_sup *s, member *m)
     char next[128];
     s->nrestarts++;
     snprintf(next, sizeof next, "restarting the job from %s (restart %d of %d)",
-             s->checkpoints ? "its last checkpoint" : "its first pass (no settings.checkpoint_dir)", s->nrestarts,
-             s->restarts);
+             !s->checkpoints                ? "its first pass (no settings.checkpoint_dir)"
+             : pd_sup_restart_resumes(s) ? "its last checkpoint"
+                                         : "its start (it had not trained a batch)",
+             s->nrestarts, s->restarts);
     say_failed(s, m, next);
     pd_sup_stop_all(s);
     for (int i = 0; i < s->n; i++) s->m[i].handled = 1;
@@ -900,7 +923,8 @@ static int spawn(member *m, char **argv, const uint8_t *secret)
 static int start_role(pd_sup *s, int i, const char *exe, const pd_recipe *r, const pd_agent_opts *o,
                       const char *endpoints, const uint8_t *secret)
 {
-    char **argv = role_argv(exe, r, o, &s->m[i], endpoints, o->resume || s->nrestarts > 0);
+    char **argv = role_argv(exe, r, o, &s->m[i], endpoints,
+                            s->nrestarts > 0 ? pd_sup_restart_resumes(s) : o->resume);
     if (s->board) pd_progress_state(s->board, s->m[i].name, "localhost", PD_ST_STARTING);
     int rc = spawn(&s->m[i], argv, secret);
     for (int k = 0; argv[k]; k++) free(argv[k]);
@@ -1109,7 +1133,8 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
                    "fresh (no --resume), and once it trains that job can no longer be resumed: to continue it "
                    "instead, stop this one now (Ctrl+C) and add --resume\n", r->checkpoint_dir, step);
         fflush(stdout);
-        pd_sup_set_restarts(s, r->restarts, r->checkpoint_dir != NULL); /* on a node, restarts are the launcher's */
+        /* on a node, restarts are the launcher's */
+        pd_sup_set_restarts(s, r->restarts, r->checkpoint_dir != NULL, o->resume);
         s->ckpt_dir = r->checkpoint_dir;
         if (pd_sup_serve_metrics(s, r, "127.0.0.1") < 0) {
             fprintf(stderr, "paddle: %s\n", pd_err_msg());

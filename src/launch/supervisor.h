@@ -73,8 +73,13 @@ int pd_sup_run(pd_sup *s);
 #define PD_SUP_RESTART 3
 /* Restart the job this many times (job.restarts) before a failure ends it;
  * checkpoints: the recipe sets settings.checkpoint_dir (a restart goes on
- * from the last one; without, from the first pass). */
-void pd_sup_set_restarts(pd_sup *s, int restarts, int checkpoints);
+ * from the last one; without, from the first pass); resumed: the job was
+ * started with --resume. */
+void pd_sup_set_restarts(pd_sup *s, int restarts, int checkpoints, int resumed);
+/* Whether a restart starts the roles with --resume: the job was started
+ * with it, or has trained (a fresh job restarted before it trained a batch
+ * starts fresh again, not from an earlier job's checkpoint). */
+int pd_sup_restart_resumes(const pd_sup *s);
 /* The launcher: a node whose agent wrote nothing (not even its heartbeat)
  * for this many seconds is dead (settings.heartbeat_timeout; 0: never). */
 void pd_sup_set_heartbeat(pd_sup *s, double timeout);

@@ -4,7 +4,8 @@
  * pd_lua_open() makes a state with a memory limit, limits on running time
  * and the embedded modules of lua/ preloaded; pd_lua_pcall() is the one way
  * into Lua: it turns any error into PD_ERECIPE with the message in
- * pd_err_msg().
+ * pd_err_msg(), or into PD_EIO where a recipe file could not be read for the
+ * machine's sake (a disk error: the loader called pd_sandbox_io_fault).
  */
 #ifndef PD_LSTATE_H
 #define PD_LSTATE_H

@@ -369,9 +369,9 @@ int pd_recipe_load(pd_recipe *r, const char *path, const char *cluster_path,
     if (rc < 0) {
         char *msg = pd_xstrdup(pd_err_msg());
         pd_recipe_free(r);
-        pd_err_set(PD_ERECIPE, "%s", msg);
+        pd_err_set(rc, "%s", msg); /* PD_ERECIPE, or PD_EIO: a file not read for the machine's sake */
         free(msg);
-        return PD_ERECIPE;
+        return rc;
     }
     r->noverrides = noverrides;
     r->overrides = pd_xcalloc((size_t)noverrides + 1, sizeof *r->overrides);

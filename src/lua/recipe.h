@@ -17,7 +17,8 @@
 /* Load and validate the recipe at path. cluster_path (may be NULL) names a
  * file whose cluster { } replaces the recipe's. overrides are --key=value
  * options. On error returns PD_ERECIPE with a one-line message (file:line)
- * in pd_err_msg(); r is then empty but safe to free. */
+ * in pd_err_msg(), or PD_EIO where a recipe file could not be read for the
+ * machine's sake (a disk error, no memory); r is then empty but safe to free. */
 int pd_recipe_load(pd_recipe *r, const char *path, const char *cluster_path,
                    const pd_kv *overrides, int noverrides);
 

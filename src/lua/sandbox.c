@@ -23,6 +23,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ struct limits {
     int cpu_armed;
     lua_State *outer;   /* the state this thread ran before this one */
     int hit;            /* a limit was reached: msg says which and where */
+    int io_fault;       /* a recipe file could not be read for the machine's sake */
     char msg[256];
     char mem_where[200]; /* "file:line: " of the last allocation refused */
 };
@@ -242,6 +244,21 @@ static int limit_hit(lua_State *L)
     return 1;
 }
 
+/* pd_sandbox_io_fault(errno): whether the loader's failure to open or read
+ * a recipe file is the machine's (a disk error, no memory or descriptors
+ * left, a network filesystem not answering), not the recipe's (a name that
+ * is not there, a directory, no permission); the machine's makes the load
+ * fail with PD_EIO instead of PD_ERECIPE (exit status 1: a restart may help). */
+static int io_fault(lua_State *L)
+{
+    int code = (int)luaL_optinteger(L, 1, 0);
+    int recipe = code == ENOENT || code == ENOTDIR || code == EISDIR || code == EACCES || code == EPERM ||
+                 code == ENAMETOOLONG || code == ELOOP || code == ENXIO || code == ENODEV;
+    if (!recipe && code != 0) limits_of(L)->io_fault = 1;
+    lua_pushboolean(L, !recipe && code != 0);
+    return 1;
+}
+
 /* require(name) for the embedded modules: loads lua/NAME.lua once. */
 static int load_embedded(lua_State *L)
 {
@@ -315,6 +332,8 @@ lua_State *pd_lua_open(void)
     lua_setglobal(L, "require");
     lua_pushcfunction(L, limit_hit);
     lua_setglobal(L, "pd_sandbox_limit_hit");
+    lua_pushcfunction(L, io_fault);
+    lua_setglobal(L, "pd_sandbox_io_fault");
     lua_sethook(L, count_hook, LUA_MASKCOUNT, INSTR_STEP);
     return L;
 }
@@ -445,9 +464,10 @@ int pd_lua_pcall(lua_State *L, int nargs, int nresults)
             msg = mem;
         } else if (lim->hit) msg = lim->msg;
         else if (status == LUA_ERRERR) msg = "error while reporting an error (in an xpcall handler or __tostring?)";
-        pd_err_set(PD_ERECIPE, "%s", msg ? msg : "unknown Lua error");
+        int code = lim->io_fault && !lim->hit && status != LUA_ERRMEM ? PD_EIO : PD_ERECIPE;
+        pd_err_set(code, "%s", msg ? msg : "unknown Lua error");
         lua_pop(L, 1);
-        return PD_ERECIPE;
+        return code;
     }
     return 0;
 }

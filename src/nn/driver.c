@@ -331,7 +331,7 @@ static int early_stop(pd_driver *d, pd_keep *keep, int pass)
 static int passes(pd_driver *d, pd_keep *keep, pd_curves *curves)
 {
     int rc = 0, of = 0;
-    double last_progress = pd_now();
+    double last_progress = 0; /* the first batch shows (the launcher: the job has trained) */
     for (int pass = d->start_pass; pass < d->r->passes && rc == 0; pass++) {
         pass_state s = {.pass = pass, .t0 = pd_now(), .last_progress = last_progress, .of = of,
                         .skip = pass == d->start_pass ? d->start_batch : 0, .curves = d->save ? curves : NULL};

@@ -644,7 +644,7 @@ write include_missing.lua <<EOF
 include "conf/nothere.lua"
 $BASE
 EOF
-bad include-missing "include_missing.lua:1: cannot open conf/nothere.lua" include_missing.lua
+bad include-missing "include_missing.lua:1: cannot open conf/nothere.lua: No such file or directory" include_missing.lua
 
 write sub/conf/bad_cluster.lua <<EOF
 cluster {
@@ -811,6 +811,23 @@ PADDLE_RECIPE_CPU_SECONDS=1 expect_error cpu-time-limit 2 "compare_long.lua:2: r
 # for one instruction that runs long (here: the CPU limit raised)
 PADDLE_RECIPE_CPU_SECONDS=600 PADDLE_RECIPE_TIMEOUT=2 expect_error recipe-deadline 2 "compare_long.lua: still loading after 2 s: an endless loop in the recipe?" \
     timeout 60 "$PADDLE" check compare_long.lua
+# A recipe that waited the time away (here: for a named pipe nobody writes,
+# as for a network filesystem that does not answer) is the machine's fault:
+# exit status 1, which a launcher restarts, not the recipe's 2
+mkfifo waits.fifo
+write waits.lua <<EOF
+include "waits.fifo"
+$BASE
+EOF
+PADDLE_RECIPE_TIMEOUT=2 expect_error recipe-deadline-waiting 1 "waits.lua: still loading after 2 s, having run under a quarter of it: this machine is too busy or a file the recipe reads does not answer" \
+    timeout 60 "$PADDLE" check waits.lua
+# so is a file the disk fails to give (reading /proc/self/mem at its start
+# fails with EIO); a file that is not there stays the recipe's mistake
+write reads_eio.lua <<EOF
+include "/proc/self/mem"
+$BASE
+EOF
+expect_error recipe-io-error-is-a-fault 1 "reads_eio.lua:1: cannot read /proc/self/mem: I/O error" "$PADDLE" check reads_eio.lua
 
 write mut_layer.lua <<EOF
 local keep
