@@ -107,12 +107,14 @@ local function run_model(state, recipe_path)
     fail(mw, "'model' must be a function(nn) returning the cost layer, got %s", R.typename(model))
   end
   local info = debug.getinfo(model, "S")
+  local rw = mw -- what is wrong with the value returned: at its `return`
   if info.source:sub(1, 1) == "@" and R.sources[info.source:sub(2)] then
     local file, ret = info.source:sub(2), info.linedefined
     for i = info.lastlinedefined, info.linedefined, -1 do
       if R.sources[file][i] and R.sources[file][i]:find("%f[%w_]return%f[^%w_]") then ret = i break end
     end
     R.model_return = { file = file, line = ret }
+    rw = R.at(file, ret)
   end
   local result = model(state.nn)
   R.model_return = nil
@@ -125,20 +127,22 @@ local function run_model(state, recipe_path)
     cost, predict, metrics = rec(result.cost), result.predict, result.metrics
     for k in next, result do
       if k ~= "cost" and k ~= "predict" and k ~= "metrics" then
-        R.unknown(mw, "model returned an unknown field", k, { "cost", "predict", "metrics" })
+        R.unknown(R.key_at(rw, tostring(k)), "model returned an unknown field", k, { "cost", "predict", "metrics" })
       end
     end
   end
   if not cost or not cost.cost then
-    fail(mw, "model must return a cost layer (e.g. nn.square_error_cost) or { cost = ..., metrics = { ... } }, got %s",
+    fail(rw, "model must return a cost layer (e.g. nn.square_error_cost) or { cost = ..., metrics = { ... } }, got %s",
       cost and string.format("layer '%s' (%s, size %d)", cost.name, cost.type, cost.size) or R.typename(result))
   end
   local out_metrics = {}
   if metrics ~= nil then
-    if type(metrics) ~= "table" or rec(metrics) then fail(mw, "model: metrics must be a table of layers") end
+    local at = R.key_at(rw, "metrics")
+    if type(metrics) ~= "table" or rec(metrics) then fail(at, "model: metrics must be a table of layers") end
     for k, m in next, metrics do
-      if not rec(m) then fail(mw, "model: metric '%s' is not a layer", tostring(k)) end
-      if type(k) == "string" then R.check_file_name(mw, "model: metric name", k) end
+      local kw = type(k) == "string" and R.key_at(at, k) or at
+      if not rec(m) then fail(kw, "model: metric '%s' is not a layer", tostring(k)) end
+      if type(k) == "string" then R.check_file_name(kw, "model: metric name", k) end
       out_metrics[#out_metrics + 1] = { name = type(k) == "string" and k or rec(m).name, layer = rec(m).index }
     end
     table.sort(out_metrics, function(a, b) return a.name < b.name end)

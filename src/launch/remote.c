@@ -924,7 +924,7 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     d->sopts.cancel_ctx = d;
     printf("paddle: job %s on %d host%s: %d pserver%s, %d trainer%s; job directory %s%s\n", r->path, nn,
            nn > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "",
-           d->job_dir, o->resume ? " (resumed from its last checkpoint)" : "");
+           d->job_dir, o->resume ? " (resuming from its last complete checkpoint)" : "");
     fflush(stdout);
     if (!o->resume) record_job(r, d->job_dir);
     d->resume = o->resume;

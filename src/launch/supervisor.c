@@ -1090,7 +1090,7 @@ static int starts_from(const pd_recipe *r, const pd_agent_opts *o, char *from, s
         return 2;
     }
     if (dir && pd_ckpt_list(dir, &step, 1, 1) == 1)
-        snprintf(from, size, ", resumed from its last checkpoint (%.500s/ckpt-%ld)", dir, step);
+        snprintf(from, size, ", resuming from its last complete checkpoint (%.500s/ckpt-%ld)", dir, step);
     else
         snprintf(from, size, ", --resume: no complete checkpoint under %.500s yet, so it starts fresh",
                  dir ? dir : "settings.checkpoint_dir");

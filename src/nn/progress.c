@@ -59,6 +59,7 @@ void pd_progress_all(pd_progress *p, int state, int all)
         int s = p->roles[i].state;
         if (all || (s != PD_ST_DONE && s != PD_ST_FAILED && s != PD_ST_STOPPED)) p->roles[i].state = state;
     }
+    if (state == PD_ST_RESTARTING) p->t_first = 0; /* the ETA: from the restarted job's first progress */
 }
 
 void pd_progress_duration(double secs, char *buf, size_t len)
@@ -111,14 +112,11 @@ static void times(const pd_progress *p, double f, char *buf, size_t len)
 {
     char el[32], eta[32] = "?";
     double now = pd_now();
-    /* from the first progress line (the start's time left out), else the start */
-    double t1 = p->t0, f1 = 0;
-    if (p->t_first > 0 && !isnan(f) && f > p->f_first) {
-        t1 = p->t_first;
-        f1 = p->f_first;
-    }
+    /* from the first progress line: the start's time left out, and what a
+     * resumed job had done before it (none yet: not known) */
     pd_progress_duration(now - p->t0, el, sizeof el);
-    if (!isnan(f) && f > f1) pd_progress_duration((now - t1) * (1 - f) / (f - f1), eta, sizeof eta);
+    if (p->t_first > 0 && !isnan(f) && f > p->f_first)
+        pd_progress_duration((now - p->t_first) * (1 - f) / (f - p->f_first), eta, sizeof eta);
     snprintf(buf, len, "elapsed %s, ETA %s", el, eta);
 }
 

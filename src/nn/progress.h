@@ -64,7 +64,8 @@ int pd_progress_summary(const pd_progress *p, int pass, double rate, char *buf, 
 pd_prog_role *pd_progress_role(pd_progress *p, const char *name, const char *host);
 void pd_progress_state(pd_progress *p, const char *name, const char *host, int state);
 /* Every role's state (restarting, stopping). Roles done or failed keep theirs
- * unless all is set. */
+ * unless all is set. Restarting: the ETA is measured again from the next
+ * progress line. */
 void pd_progress_all(pd_progress *p, int state, int all);
 /* A line role name on host wrote (a glog line, or a PD_PROGRESS line).
  * Returns 1 for a PD_PROGRESS line: consumed, not to be shown or logged. */

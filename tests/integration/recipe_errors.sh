@@ -275,7 +275,7 @@ model = function(nn)
   return nn.fc(x, 1)
 end
 EOF
-bad model-not-cost "model_fc.lua:3: model must return a cost layer (e.g. nn.square_error_cost) or { cost = ..., metrics = { ... } }, got layer 'fc_0' (fc, size 1)" \
+bad model-not-cost "model_fc.lua:5: model must return a cost layer (e.g. nn.square_error_cost) or { cost = ..., metrics = { ... } }, got layer 'fc_0' (fc, size 1)" \
     model_fc.lua
 
 write model_field.lua <<EOF
@@ -287,8 +287,38 @@ model = function(nn)
   return { cost = nn.square_error_cost(p, y), predcit = p }
 end
 EOF
-bad model-unknown-field "model_field.lua:3: model returned an unknown field 'predcit' (did you mean 'predict'?)" \
+bad model-unknown-field "model_field.lua:6: model returned an unknown field 'predcit' (did you mean 'predict'?)" \
     model_field.lua
+# a table returned over several lines: the line of the key itself
+write model_fields.lua <<EOF
+$OPT
+$DATA
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local p = nn.fc(x, 1)
+  return {
+    cst = nn.square_error_cost(p, y),
+    predict = p,
+  }
+end
+EOF
+bad model-unknown-field-its-line "model_fields.lua:7: model returned an unknown field 'cst' (did you mean 'cost'?)" \
+    model_fields.lua
+write model_metric.lua <<EOF
+$OPT
+$DATA
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local p = nn.fc(x, 1)
+  return {
+    cost = nn.square_error_cost(p, y),
+    metrics = {
+      rmse = "p",
+    },
+  }
+end
+EOF
+bad model-metric-not-a-layer "model_metric.lua:9: model: metric 'rmse' is not a layer" model_metric.lua
 
 write no_opt.lua <<EOF
 $MODEL

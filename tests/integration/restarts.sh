@@ -122,7 +122,7 @@ expect_error resume_of_a_checkpoint_dir_not_there 2 \
     "$PADDLE" run "$recipe" --checkpoint_dir=ckpt_typo --resume
 mkdir -p ckpt # as a job stopped before its first checkpoint leaves it
 # the first line says which checkpoint, or that there is none yet
-if ls ckpt/ckpt-*/complete >/dev/null 2>&1; then said='resumed from its last checkpoint (ckpt/ckpt-[0-9]*)'
+if ls ckpt/ckpt-*/complete >/dev/null 2>&1; then said='resuming from its last complete checkpoint (ckpt/ckpt-[0-9]*)'
 else said='--resume: no complete checkpoint under ckpt yet, so it starts fresh'; fi
 if start --passes=1000000 --checkpoint_dir=ckpt --resume; then
     n=0

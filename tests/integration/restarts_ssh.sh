@@ -132,7 +132,7 @@ if start --passes=1000000 --checkpoint_dir=ckpt --checkpoint_period=100; then
         kill -INT "$launcher"; finishes
         s0=$(grep -o '127.0.0.2 pserver 0\] .*resuming from checkpoint ckpt/ckpt-[0-9]* ' job.out | grep -o 'ckpt-[0-9]*')
         s1=$(grep -o '127.0.0.3 pserver 1\] .*resuming from checkpoint ckpt/ckpt-[0-9]* ' job.out | grep -o 'ckpt-[0-9]*')
-        if [ -n "$first" ] && grep -q "$first (resumed from its last checkpoint)" job.out && [ "$n" -ge 6 ] &&
+        if [ -n "$first" ] && grep -q "$first (resuming from its last complete checkpoint)" job.out && [ "$n" -ge 6 ] &&
            [ -n "$s0" ] && [ "$s0" = "$s1" ]; then
             pass resume_reuses_job_dir_roles_resume
             echo "resume: both pservers from $s0, each on its host's own disk"

@@ -138,3 +138,36 @@ PD_TEST(progress_summary_eta_from_the_pass_done)
     CHECK(strstr(buf, "pass 29 done (30 of 30)") && strstr(buf, "elapsed 10s, ETA 0s\n"));
     pd_progress_free(&p);
 }
+
+/* A resumed job's ETA counts what it does from its first progress line
+ * only: resumed at pass 20 of 30, 2 passes in 4 s leave 8 passes, 16 s
+ * (from the job's start, its first 20 passes would read as done in 4 s:
+ * "ETA 2s"). No progress yet: no ETA. A restart measures it again. */
+PD_TEST(progress_eta_of_a_resumed_job)
+{
+    pd_progress p;
+    pd_progress_init(&p, "paddle run t.lua", 30, 0);
+    char buf[512], line[256];
+    pd_progress_line(&p, "trainer 0", "h2", "I1 2 3 trainer.c:1] trainer 0: parameters ready; training");
+    p.t0 -= 5;
+    pd_progress_line(&p, "trainer 0", "h2", "I1 2 3 driver.c:1] pass 19 done: 202 samples in 2.00 s (101 "
+                     "samples/s), train cost 1.5"); /* no progress line yet: 20 of 30 passes in 5 s says nothing */
+    pd_progress_summary(&p, 19, 100, buf, sizeof buf);
+    CHECK(strstr(buf, "elapsed 5s, ETA ?\n") != NULL);
+    pd_progress_format(line, sizeof line, 20, 0, 10, 0, 0.0, 5.0);
+    line[strlen(line) - 1] = '\0';
+    pd_progress_line(&p, "trainer 0", "h2", line); /* the first progress: pass 20, batch 0 */
+    p.t_first -= 4;
+    for (int pass = 20; pass < 22; pass++) {
+        char done[200];
+        snprintf(done, sizeof done, "I1 2 3 driver.c:1] pass %d done: 202 samples in 2.00 s (101 samples/s), "
+                 "train cost 1.5", pass);
+        pd_progress_line(&p, "trainer 0", "h2", done);
+    }
+    pd_progress_summary(&p, 21, 101, buf, sizeof buf);
+    CHECK(strstr(buf, "elapsed 5s, ETA 16s\n") != NULL);
+    pd_progress_all(&p, PD_ST_RESTARTING, 1);
+    pd_progress_summary(&p, 21, 101, buf, sizeof buf);
+    CHECK(strstr(buf, ", ETA ?\n") != NULL);
+    pd_progress_free(&p);
+}
