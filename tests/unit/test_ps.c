@@ -54,6 +54,7 @@ typedef struct server_env {
     int port;                   /* 0: any free ports */
     int ntrainers;              /* 0: 1 */
     int bind_any;               /* listen on every interface, not 127.0.0.1 */
+    int resume;                 /* --resume: from the newest complete checkpoint */
 } server_env;
 
 static pid_t start_server_env(pd_recipe *r, int *port, const server_env *env)
@@ -78,6 +79,7 @@ static pid_t start_server_env(pd_recipe *r, int *port, const server_env *env)
         o.handshake_timeout = env ? env->handshake_timeout : 0;
         if (env && env->ntrainers > 0) o.ntrainers = env->ntrainers;
         if (env && env->bind_any) o.bind_addr = NULL;
+        if (env) o.resume = env->resume;
         if (env && env->spare_fds > 0) {
             /* the lowest free descriptor, then the server's own: listeners,
              * epoll, its reserve */
@@ -1847,4 +1849,63 @@ PD_TEST(all_finite_finds_every_inf_and_nan)
                 memcpy(raw + off + 4 * (size_t)at[a], &v[at[a]], 4);
             }
     }
+}
+
+/* The answer to a COMMIT frame of step and kind (ps/server.c on_commit). */
+static int commit_answer(int fd, uint32_t step, uint32_t kind)
+{
+    send_frame(fd, PD_MSG_COMMIT, step, kind, NULL, 0);
+    pd_conn c;
+    pd_conn_init(&c, fd, PD_MAX_FRAME);
+    int answer = -1;
+    pd_frame f;
+    double end = pd_now() + 5;
+    while (answer == -1 && pd_now() < end && pd_conn_recv(&c, &f, 5) == 0) /* heartbeats may come first */
+        if (f.type == PD_MSG_COMMIT) answer = f.a == step ? (int)f.b : -2;
+    c.fd = -1;
+    pd_conn_free(&c);
+    return answer;
+}
+
+/* A resumed job whose pservers resumed from different checkpoints: a
+ * trainer withdrew one (COMMIT kind 2, a pserver has no shard of it); a
+ * trainer late to that agreement asks to mark it (kind 1). It stays
+ * withdrawn: answered 0, no marker written back, though this pserver's
+ * shard of it is there and checks (before the withdrawal the same ask
+ * marks it: answered 1). */
+PD_TEST(pserver_keeps_a_withdrawn_checkpoint_withdrawn)
+{
+    char *dir = pd_xasprintf("%s/ck", pd_test_dir());
+    char *text = pd_xasprintf("%ssettings { checkpoint_dir = '%s' }\n", recipe_text, dir);
+    fixture x;
+    fixture_load(&x, "ck.lua", text);
+    /* a job that saved step 10 and marked it complete */
+    int port, writer;
+    pid_t server = start_server(&x.r, &port);
+    pd_endpoint ep = {"127.0.0.1", port};
+    pd_client good;
+    CHECK(pd_client_connect(&good, &x.lay, &ep, 1, 0, secret, job, 5, NULL) == 0);
+    CHECK(pd_client_init(&good, &x.net) == 0);
+    CHECK(pd_client_save(&good, 10, 0, 1, &writer) == 0);
+    pd_client_commit(&good, 10);
+    finish_and_reap(&x, server, port, &good);
+    CHECK(exists(dir, "ckpt-10/complete") && exists(dir, "ckpt-10/pserver-0/shard.txt"));
+    /* resumed from it: marked again while nothing withdrew it... */
+    server_env env = {.resume = 1};
+    server = start_server_env(&x.r, &port, &env);
+    int fd = authed(port, &x.lay);
+    CHECK_EQ_INT(commit_answer(fd, 10, 1), 1);
+    CHECK(exists(dir, "ckpt-10/complete"));
+    /* ...withdrawn, then asked for late: it stays withdrawn */
+    CHECK_EQ_INT(commit_answer(fd, 10, 2), 2);
+    CHECK(!exists(dir, "ckpt-10/complete"));
+    CHECK_EQ_INT(commit_answer(fd, 10, 1), 0);
+    CHECK(!exists(dir, "ckpt-10/complete") && exists(dir, "ckpt-10/pserver-0/shard.txt"));
+    close(fd);
+    kill(server, SIGTERM);
+    int status;
+    CHECK(waitpid(server, &status, 0) == server);
+    fixture_free(&x);
+    free(text);
+    free(dir);
 }
