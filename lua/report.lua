@@ -118,6 +118,11 @@ function R.at(file, line)
   return string.format("%s:%d", file, line or 0)
 end
 
+-- A source line's code: its strings emptied, its comment cut.
+function R.code_of(line)
+  return ((line .. " "):gsub("\\.", ""):gsub('"[^"]*"', '""'):gsub("'[^']*'", "''"):gsub("%-%-.*", ""))
+end
+
 -- Find the line of `key =` in the call that starts on line `from` of file:
 -- from there to where its brackets close (strings and comments skipped).
 -- A key that is not written there (a table built elsewhere) gives `from`.
@@ -127,7 +132,7 @@ function R.key_line(file, from, key)
   local pat = "%f[%w_]" .. key:gsub("%p", "%%%0") .. "%s*=[^=]"
   local depth = 0
   for i = from, math.min(#lines, from + 400) do
-    local code = (lines[i] .. " "):gsub("\\.", ""):gsub('"[^"]*"', '""'):gsub("'[^']*'", "''"):gsub("%-%-.*", "")
+    local code = R.code_of(lines[i])
     if code:find(pat) then return i end
     for c in code:gmatch("[{}()]") do depth = depth + ((c == "{" or c == "(") and 1 or -1) end
     if depth <= 0 then break end

@@ -106,18 +106,20 @@ local function run_model(state, recipe_path)
   if type(model) ~= "function" then
     fail(mw, "'model' must be a function(nn) returning the cost layer, got %s", R.typename(model))
   end
-  local info = debug.getinfo(model, "S")
-  local rw = mw -- what is wrong with the value returned: at its `return`
+  local info = debug.getinfo(model, "SL")
+  local rw = mw -- what is wrong with the value returned: at its `return`, where it has one
   if info.source:sub(1, 1) == "@" and R.sources[info.source:sub(2)] then
-    local file, ret = info.source:sub(2), info.linedefined
-    for i = info.lastlinedefined, info.linedefined, -1 do
-      if R.sources[file][i] and R.sources[file][i]:find("%f[%w_]return%f[^%w_]") then ret = i break end
+    local file, ret, nret = info.source:sub(2), info.linedefined, 0
+    for i = info.linedefined, info.lastlinedefined do -- its own lines' code, not comments or strings
+      local line = info.activelines[i] and R.sources[file][i]
+      if line and R.code_of(line):find("%f[%w_]return%f[^%w_]") then ret, nret = i, nret + 1 end
     end
     R.model_return = { file = file, line = ret }
-    rw = R.at(file, ret)
+    if nret == 1 then rw = R.at(file, ret) end
   end
   local result = model(state.nn)
   R.model_return = nil
+  if result == nil then rw = mw end -- it returned nothing, from wherever it ended
   local rec = state.record_of
   local cost, metrics, predict
   if rec(result) then

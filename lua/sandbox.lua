@@ -22,9 +22,18 @@ local safe_libs = { "math", "string", "table", "utf8" }
 
 -- set by the host: returns the instruction-limit message once it was hit
 local limit_hit = pd_sandbox_limit_hit
--- set by the host: io_fault(errno) marks the load's failure as the machine's
--- (true) unless errno is the recipe's (no such file, a directory, ...)
+-- set by the host: io_fault(errno, message) tells it the error about to be
+-- raised is the machine's (true), unless errno is the recipe's (no such
+-- file, a directory, ...); if that error ends the load, it exits 1, not 2
 local io_fault = pd_sandbox_io_fault
+
+-- fail(from, ...) for a file the machine may have failed to give (errno)
+local function fail_io(from, errno, fmt, ...)
+  local msg = string.format(fmt, ...)
+  if from then msg = from .. ": " .. msg end
+  io_fault(errno, msg)
+  error(msg, 0)
+end
 
 -- io.open's message less the path it starts with
 local function reason(msg, path)
@@ -198,19 +207,13 @@ function X.run_file(path, env, from, chain)
   end
   if #chain >= 32 then fail(from, "includes nested over 32 deep") end
   -- a file the machine failed to give (a disk error) is a fault, not the
-  -- recipe's mistake: io_fault marks it so (the load then fails with exit
+  -- recipe's mistake: fail_io says so (the load then fails with exit
   -- status 1, which a launcher restarts, not 2)
   local f, oerr, ocode = io.open(path, "rb")
-  if not f then
-    io_fault(ocode)
-    fail(from, "cannot open %s: %s", path, reason(oerr, path))
-  end
+  if not f then fail_io(from, ocode, "cannot open %s: %s", path, reason(oerr, path)) end
   local text, err, code = f:read("a")
   f:close()
-  if not text then
-    io_fault(code)
-    fail(from, "cannot read %s: %s", path, tostring(err))
-  end
+  if not text then fail_io(from, code, "cannot read %s: %s", path, tostring(err)) end
   if text:sub(1, 1) == "\27" then
     fail(at(path, 1), "a precompiled (binary) chunk is not a recipe: give the Lua source")
   end

@@ -411,7 +411,8 @@ static void on_deadline(int sig)
     _exit(busy ? 2 : 1);
 }
 
-/* Load the recipe a command names; prints the error and returns 2 on failure. */
+/* Load the recipe a command names; prints the error and returns the exit status
+ * on failure: 2 for the recipe's mistakes, 1 where the machine failed to give it. */
 static int load_recipe(pd_recipe *r, pd_cli *cli)
 {
     const char *env = getenv("PADDLE_RECIPE_TIMEOUT");

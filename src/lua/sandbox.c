@@ -53,7 +53,7 @@ struct limits {
     int cpu_armed;
     lua_State *outer;   /* the state this thread ran before this one */
     int hit;            /* a limit was reached: msg says which and where */
-    int io_fault;       /* a recipe file could not be read for the machine's sake */
+    char io_msg[256];   /* the error raised where a recipe file could not be read for the machine's sake */
     char msg[256];
     char mem_where[200]; /* "file:line: " of the last allocation refused */
 };
@@ -244,19 +244,29 @@ static int limit_hit(lua_State *L)
     return 1;
 }
 
-/* pd_sandbox_io_fault(errno): whether the loader's failure to open or read
- * a recipe file is the machine's (a disk error, no memory or descriptors
- * left, a network filesystem not answering), not the recipe's (a name that
- * is not there, a directory, no permission); the machine's makes the load
- * fail with PD_EIO instead of PD_ERECIPE (exit status 1: a restart may help). */
+/* pd_sandbox_io_fault(errno, message): whether the loader's failure to open
+ * or read a recipe file is the machine's (a disk error, no memory or
+ * descriptors left, a network filesystem not answering), not the recipe's (a
+ * name that is not there, a directory, no permission). The machine's is
+ * remembered with the message the loader then raises: if that error is the
+ * one that ends the load (not one the recipe caught with pcall), the load
+ * fails with PD_EIO instead of PD_ERECIPE (exit status 1: a restart may help). */
 static int io_fault(lua_State *L)
 {
     int code = (int)luaL_optinteger(L, 1, 0);
+    const char *msg = luaL_optstring(L, 2, "");
     int recipe = code == ENOENT || code == ENOTDIR || code == EISDIR || code == EACCES || code == EPERM ||
                  code == ENAMETOOLONG || code == ELOOP || code == ENXIO || code == ENODEV;
-    if (!recipe && code != 0) limits_of(L)->io_fault = 1;
-    lua_pushboolean(L, !recipe && code != 0);
+    int fault = !recipe && code != 0 && *msg;
+    if (fault) snprintf(limits_of(L)->io_msg, sizeof limits_of(L)->io_msg, "%s", msg);
+    lua_pushboolean(L, fault);
     return 1;
+}
+
+/* The error that ended the load is the one pd_sandbox_io_fault was told of. */
+static int io_fault_ended(const struct limits *lim, const char *msg)
+{
+    return lim->io_msg[0] && msg && strstr(msg, lim->io_msg) != NULL;
 }
 
 /* require(name) for the embedded modules: loads lua/NAME.lua once. */
@@ -464,7 +474,7 @@ int pd_lua_pcall(lua_State *L, int nargs, int nresults)
             msg = mem;
         } else if (lim->hit) msg = lim->msg;
         else if (status == LUA_ERRERR) msg = "error while reporting an error (in an xpcall handler or __tostring?)";
-        int code = lim->io_fault && !lim->hit && status != LUA_ERRMEM ? PD_EIO : PD_ERECIPE;
+        int code = !lim->hit && status == LUA_ERRRUN && io_fault_ended(lim, msg) ? PD_EIO : PD_ERECIPE;
         pd_err_set(code, "%s", msg ? msg : "unknown Lua error");
         lua_pop(L, 1);
         return code;

@@ -319,6 +319,38 @@ model = function(nn)
 end
 EOF
 bad model-metric-not-a-layer "model_metric.lua:9: model: metric 'rmse' is not a layer" model_metric.lua
+# where the model has several returns, which one ran is not known: the
+# model's line; a comment or a string that says return is no return; a
+# model that returned nothing is told so at its line
+write model_returns.lua <<EOF
+$OPT
+$DATA
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  if x then return { cost = nn.square_error_cost(nn.fc(x, 1), y), predcit = x } end
+  return nn.square_error_cost(nn.fc(x, 1), y)
+end
+EOF
+bad model-two-returns-its-line "model_returns.lua:3: model returned an unknown field 'predcit'" model_returns.lua
+write model_comment.lua <<EOF
+$OPT
+$DATA
+model = function(nn)
+  local x = nn.data("x", 13)
+  return nn.fc(x, 1)
+  -- note: "return" the cost layer
+end
+EOF
+bad model-return-not-in-a-comment "model_comment.lua:5: model must return a cost layer" model_comment.lua
+write model_nothing.lua <<EOF
+$OPT
+$DATA
+model = function(nn)
+  local function helper(a) return a end
+  local x = helper(nn.data("x", 13))
+end
+EOF
+bad model-returned-nothing "model_nothing.lua:3: model must return a cost layer (e.g. nn.square_error_cost) or { cost = ..., metrics = { ... } }, got nil" model_nothing.lua
 
 write no_opt.lua <<EOF
 $MODEL
@@ -839,7 +871,7 @@ PADDLE_RECIPE_CPU_SECONDS=1 expect_error cpu-time-limit 2 "compare_long.lua:2: r
     timeout 60 "$PADDLE" check compare_long.lua
 # ...and the wall-clock deadline of the command line is the last resort,
 # for one instruction that runs long (here: the CPU limit raised)
-PADDLE_RECIPE_CPU_SECONDS=600 PADDLE_RECIPE_TIMEOUT=2 expect_error recipe-deadline 2 "compare_long.lua: still loading after 2 s: an endless loop in the recipe?" \
+PADDLE_RECIPE_CPU_SECONDS=600 PADDLE_RECIPE_TIMEOUT=4 expect_error recipe-deadline 2 "compare_long.lua: still loading after 4 s: an endless loop in the recipe?" \
     timeout 60 "$PADDLE" check compare_long.lua
 # A recipe that waited the time away (here: for a named pipe nobody writes,
 # as for a network filesystem that does not answer) is the machine's fault:
@@ -858,6 +890,14 @@ include "/proc/self/mem"
 $BASE
 EOF
 expect_error recipe-io-error-is-a-fault 1 "reads_eio.lua:1: cannot read /proc/self/mem: I/O error" "$PADDLE" check reads_eio.lua
+# an I/O error the recipe caught is not what ended its load: a mistake
+# after it is still the recipe's (exit 2)
+write caught_eio.lua <<EOF
+local ok = pcall(include, "/proc/self/mem")
+settings { batch_sise = 20 }
+$BASE
+EOF
+expect_error recipe-io-error-caught-then-mistake 2 "caught_eio.lua:2: unknown key 'batch_sise'" "$PADDLE" check caught_eio.lua
 
 write mut_layer.lua <<EOF
 local keep
