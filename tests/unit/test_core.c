@@ -111,6 +111,26 @@ PD_TEST(progress_reads_role_lines)
     pd_progress_free(&p);
 }
 
+/* Trainer 0's first progress line, at pass and batch (of 10). */
+static void first_progress(pd_progress *p, int pass, int batch)
+{
+    char line[256];
+    pd_progress_format(line, sizeof line, pass, batch, 10, 20, 0.1, 5.0);
+    line[strlen(line) - 1] = '\0';
+    pd_progress_line(p, "trainer 0", "h2", line);
+}
+
+/* Trainer 0's "pass N done" lines for passes [from, to). */
+static void passes_done(pd_progress *p, int from, int to)
+{
+    for (int pass = from; pass < to; pass++) {
+        char done[200];
+        snprintf(done, sizeof done, "I1 2 3 driver.c:1] pass %d done: 202 samples in 0.30 s (673 samples/s), "
+                 "train cost 1.5", pass);
+        pd_progress_line(p, "trainer 0", "h2", done);
+    }
+}
+
 /* A pass's summary line takes the job's share done from the pass trainer 0
  * finished: another node's trainer, whose lines reach the launcher late,
  * no longer holds the ETA up (the last pass said "ETA 18s"). */
@@ -118,19 +138,12 @@ PD_TEST(progress_summary_eta_from_the_pass_done)
 {
     pd_progress p;
     pd_progress_init(&p, "paddle run t.lua", 30, 0);
-    char buf[512], line[256];
+    char buf[512];
     pd_progress_line(&p, "trainer 1", "h3", "I1 2 3 trainer.c:1] trainer 1: parameters ready; training");
-    pd_progress_format(line, sizeof line, 0, 1, 10, 20, 0.1, 5.0);
-    line[strlen(line) - 1] = '\0';
-    pd_progress_line(&p, "trainer 0", "h2", line); /* the first progress: pass 0 */
-    p.t0 -= 10;                                    /* the job started 10 s ago */
-    p.t_first -= 9;                                /* its first progress 9 s ago */
-    for (int pass = 0; pass < 30; pass++) {
-        char done[200];
-        snprintf(done, sizeof done, "I1 2 3 driver.c:1] pass %d done: 202 samples in 0.30 s (673 samples/s), "
-                 "train cost 1.5", pass);
-        pd_progress_line(&p, "trainer 0", "h2", done);
-    }
+    first_progress(&p, 0, 1);
+    p.t0 -= 10;     /* the job started 10 s ago */
+    p.t_first -= 9; /* its first progress 9 s ago */
+    passes_done(&p, 0, 30);
     pd_progress_summary(&p, 14, 673, buf, sizeof buf);
     CHECK(strstr(buf, "paddle: pass 14 done (15 of 30): train cost 1.5, 673 samples/s, elapsed 10s, ETA ") != NULL);
     CHECK(strstr(buf, "ETA 9s") || strstr(buf, "ETA 10s")); /* 9 s for half the job less its first 1/300 */
@@ -147,23 +160,16 @@ PD_TEST(progress_eta_of_a_resumed_job)
 {
     pd_progress p;
     pd_progress_init(&p, "paddle run t.lua", 30, 0);
-    char buf[512], line[256];
+    char buf[512];
     pd_progress_line(&p, "trainer 0", "h2", "I1 2 3 trainer.c:1] trainer 0: parameters ready; training");
     p.t0 -= 5;
     pd_progress_line(&p, "trainer 0", "h2", "I1 2 3 driver.c:1] pass 19 done: 202 samples in 2.00 s (101 "
                      "samples/s), train cost 1.5"); /* no progress line yet: 20 of 30 passes in 5 s says nothing */
     pd_progress_summary(&p, 19, 100, buf, sizeof buf);
     CHECK(strstr(buf, "elapsed 5s, ETA ?\n") != NULL);
-    pd_progress_format(line, sizeof line, 20, 0, 10, 0, 0.0, 5.0);
-    line[strlen(line) - 1] = '\0';
-    pd_progress_line(&p, "trainer 0", "h2", line); /* the first progress: pass 20, batch 0 */
+    first_progress(&p, 20, 0);
     p.t_first -= 4;
-    for (int pass = 20; pass < 22; pass++) {
-        char done[200];
-        snprintf(done, sizeof done, "I1 2 3 driver.c:1] pass %d done: 202 samples in 2.00 s (101 samples/s), "
-                 "train cost 1.5", pass);
-        pd_progress_line(&p, "trainer 0", "h2", done);
-    }
+    passes_done(&p, 20, 22);
     pd_progress_summary(&p, 21, 101, buf, sizeof buf);
     CHECK(strstr(buf, "elapsed 5s, ETA 16s\n") != NULL);
     pd_progress_all(&p, PD_ST_RESTARTING, 1);
