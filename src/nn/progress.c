@@ -58,6 +58,7 @@ void pd_progress_all(pd_progress *p, int state, int all)
     for (int i = 0; i < p->nroles; i++) {
         int s = p->roles[i].state;
         if (all || (s != PD_ST_DONE && s != PD_ST_FAILED && s != PD_ST_STOPPED)) p->roles[i].state = state;
+        if (state == PD_ST_RESTARTING) p->roles[i].reported = 0; /* where it is: from its next life's lines */
     }
     if (state == PD_ST_RESTARTING) p->t_first = 0; /* the ETA: from the restarted job's first progress */
 }
@@ -83,7 +84,7 @@ static const pd_prog_role *slowest(const pd_progress *p)
     const pd_prog_role *best = NULL;
     for (int i = 0; i < p->nroles; i++) {
         const pd_prog_role *r = &p->roles[i];
-        if (strncmp(r->name, "trainer", 7) || r->state != PD_ST_TRAINING) continue;
+        if (strncmp(r->name, "trainer", 7) || r->state != PD_ST_TRAINING || !r->reported) continue;
         if (!best || r->pass < best->pass || (r->pass == best->pass && r->batch < best->batch)) best = r;
     }
     return best;
@@ -157,7 +158,7 @@ static void render(pd_progress *p)
             break;
         }
         int k = snprintf(lines[n], PD_TERM_COLS, "  %-10s %-12s %s", r->name, r->host, state_names[r->state]);
-        if (r->state == PD_ST_TRAINING && k > 0 && k < PD_TERM_COLS)
+        if (r->state == PD_ST_TRAINING && r->reported && k > 0 && k < PD_TERM_COLS)
             snprintf(lines[n] + k, PD_TERM_COLS - (size_t)k, "  pass %d, batch %d", r->pass + 1, r->batch);
         n++;
     }
@@ -204,6 +205,7 @@ static void pass_done(pd_progress *p, pd_prog_role *r, const char *msg)
     if (s) rate = atof(o);
     r->pass = pass + 1;
     r->batch = 0;
+    r->reported = 1;
     r->samples = 0;
     r->secs = 0;
     if (s) r->rate = rate;
@@ -232,6 +234,7 @@ static void progress(pd_progress *p, pd_prog_role *r, const char *line)
     r->state = PD_ST_TRAINING;
     r->pass = pass;
     r->batch = batch;
+    r->reported = 1;
     r->batches = of;
     r->samples = samples;
     r->secs = secs;

@@ -34,6 +34,7 @@ typedef struct pd_prog_role {
     char host[64];
     int state;              /* PD_ST_* */
     int pass, batch;        /* trainers: where it is */
+    int reported;           /* ... known from its own lines (in this life of the job) */
     int batches;            /* batches of its previous pass (0: not known yet) */
     long samples;           /* of this pass so far, in secs seconds */
     double secs, cost;      /* cost: mean train cost of this pass so far */

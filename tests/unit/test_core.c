@@ -162,6 +162,8 @@ PD_TEST(progress_eta_of_a_resumed_job)
     pd_progress_init(&p, "paddle run t.lua", 30, 0);
     char buf[512];
     pd_progress_line(&p, "trainer 0", "h2", "I1 2 3 trainer.c:1] trainer 0: parameters ready; training");
+    /* trainer 1 training, its place not reported yet: not at pass 0 */
+    pd_progress_line(&p, "trainer 1", "h3", "I1 2 3 trainer.c:1] trainer 1: parameters ready; training");
     p.t0 -= 5;
     pd_progress_line(&p, "trainer 0", "h2", "I1 2 3 driver.c:1] pass 19 done: 202 samples in 2.00 s (101 "
                      "samples/s), train cost 1.5"); /* no progress line yet: 20 of 30 passes in 5 s says nothing */
