@@ -133,6 +133,10 @@ local function run_model(state, recipe_path)
       end
     end
   end
+  if predict ~= nil and not rec(predict) then
+    fail(R.key_at(rw, "predict"), "model: predict must be a layer (the one `paddle predict` prints), got %s",
+      R.typename(predict))
+  end
   if not cost or not cost.cost then
     fail(rw, "model must return a cost layer (e.g. nn.square_error_cost) or { cost = ..., metrics = { ... } }, got %s",
       cost and string.format("layer '%s' (%s, size %d)", cost.name, cost.type, cost.size) or R.typename(result))

@@ -52,6 +52,21 @@ function X.dirname(path)
   return path:match("^(.*)/[^/]*$") or "."
 end
 
+-- path with its "." and "dir/.." parts taken out, as far as the text
+-- allows (a "conf/../a.lua" is "a.lua"): to find an include cycle written
+-- through "..", not to open the file (a symbolic link may lead elsewhere)
+function X.tidy(path)
+  local out, abs = {}, path:sub(1, 1) == "/"
+  for part in path:gmatch("[^/]+") do
+    if part == ".." and #out > 0 and out[#out] ~= ".." then out[#out] = nil
+    elseif part == ".." and abs then -- "/.." is "/"
+    elseif part ~= "." then out[#out + 1] = part end
+  end
+  local t = table.concat(out, "/")
+  if abs then return "/" .. t end
+  return t ~= "" and t or "."
+end
+
 local function join(dir, path)
   if path:sub(1, 1) == "/" then return path end
   if dir == "." then return path end
@@ -197,11 +212,12 @@ end
 -- Run the recipe file at path in env. from: "file:line" of the include (or
 -- "--cluster"); chain: the files being run, outermost first.
 function X.run_file(path, env, from, chain)
+  local tidy = X.tidy(path)
   for i, p in ipairs(chain) do
-    if p == path then
+    if X.tidy(p) == tidy then
       local cycle = {}
-      for j = i, #chain do cycle[#cycle + 1] = chain[j] end
-      cycle[#cycle + 1] = path
+      for j = i, #chain do cycle[#cycle + 1] = X.tidy(chain[j]) end
+      cycle[#cycle + 1] = tidy
       fail(from, "include cycle: %s", table.concat(cycle, " -> "))
     end
   end

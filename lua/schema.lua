@@ -14,6 +14,8 @@ local function int(lo, hi, default, unset)
 end
 local function num(lo, hi, default) return { kind = "number", lo = lo, hi = hi, default = default } end
 local function str(default) return { kind = "string", default = default } end
+-- a file or directory name: "" would be the current or the root directory
+local function path(default) return { kind = "string", default = default, path = true } end
 local function enum(values, default) return { kind = "enum", values = values, default = default } end
 local function bool(default) return { kind = "bool", default = default } end
 local function strlist() return { kind = "strlist" } end
@@ -21,7 +23,7 @@ local function strlist() return { kind = "strlist" } end
 S.blocks = {
   cluster = {
     hosts = strlist(),
-    root_dir = str(nil),
+    root_dir = path(nil),
     nic = str(nil),
     port = int(1, 65535, 7164),
     ports_num = int(1, 64, 1),
@@ -31,7 +33,7 @@ S.blocks = {
     ld_library_path = str(nil),
     identity_files = strlist(),
     use_agent = bool(true),
-    known_hosts = str(nil),
+    known_hosts = path(nil),
     connect_timeout = num(0.1, 3600, 10),
     pserver_hosts = strlist(),
     trainer_hosts = strlist(),
@@ -40,14 +42,14 @@ S.blocks = {
     name = str(nil),
     pservers = int(0, 4096, nil),   -- resolve.lua: one per host, 1 without hosts
     trainers = int(1, 4096, nil),   -- the same
-    workspace = str(nil),
-    deployed = str(nil),
+    workspace = path(nil),
+    deployed = path(nil),
     restarts = int(0, 100, 0),
     copy_output = enum({ "pass", "end", "never" }, "pass"),
   },
   data = {
-    train = str(nil),
-    test = str(nil),
+    train = path(nil),
+    test = path(nil),
     format = enum({ "uci_housing", "csv", "libsvm", "movielens", "criteo", "synthetic" }, "csv"),
     header = bool(false),
     columns = strlist(),
@@ -75,8 +77,8 @@ S.blocks = {
     server_timeout = num(1, 86400, 120),
     heartbeat_timeout = num(1, 86400, 30),
     metrics_port = int(0, 65535, 0),          -- /metrics: launcher on it, pserver i on it + 1 + i (0: off)
-    save_dir = str("output"),
-    checkpoint_dir = str(nil),
+    save_dir = path("output"),
+    checkpoint_dir = path(nil),
     checkpoint_period = int(1, 2000000000, 200), -- sync: global steps between checkpoints
     checkpoint_keep = int(1, 1000, 2),
     early_stop = int(0, 1000000, 0),          -- 0: train every pass
@@ -122,6 +124,7 @@ function S.check_value(where, decl, key, spec, v)
   elseif spec.kind == "string" then
     if type(v) ~= "string" then bad("a string") end
     R.check_string(where, decl .. "." .. key, v)
+    if spec.path and v == "" then bad("a file or directory name, not empty") end
   elseif spec.kind == "bool" then
     if type(v) ~= "boolean" then bad("true or false") end
   elseif spec.kind == "enum" then

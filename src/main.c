@@ -74,11 +74,13 @@ static int cmd_version(int argc, char **argv)
     printf("  blas     %s\n", pd_blas_version());
     printf("  blas core on this cpu: %s\n", pd_blas_core());
     if (pd_cuda_version) printf("  cuda     %s\n", pd_cuda_version());
-    const pd_backend *cuda = pd_backend_get("cuda");
+    const pd_backend *cuda = pd_cuda_version ? pd_backend_get("cuda") : NULL;
     if (cuda)
         printf("  cuda     available\n");
-    else
+    else if (pd_cuda_version)
         printf("  cuda     %s\n", pd_err_msg());
+    else
+        printf("  cuda     not in this build (make cuda builds paddle-cuda)\n");
     return 0;
 }
 
@@ -305,24 +307,71 @@ static void print_sizes(const pd_recipe *r)
 }
 
 static int load_recipe(pd_recipe *r, pd_cli *cli);
+static int config_error(int rc);
+
+/* Set by SIGINT and SIGTERM where a command stops on them. */
+static volatile int stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
 
 /* The data as `paddle train` would read it: the first batch of the train
  * part and of the test part, where the files are here. Returns 0 with the
  * "data" lines to print in *said (what was read, and what could not be
  * because it is not here: *absent), or the exit status of an error (said):
  * 2 for the recipe's, 1 for the data's. */
+#define CHECK_DATA_S 10 /* check waits this long for a first batch (a FIFO, a filesystem that hangs) */
+
+static volatile sig_atomic_t check_late;
+
+static void on_check_alarm(int sig)
+{
+    (void)sig;
+    check_late = 1;
+    stop_flag = 1;
+}
+
+/* Open a part and read its first batch, giving up on a signal or after
+ * CHECK_DATA_S seconds (said). */
+static int first_batch(const pd_recipe *r, int part)
+{
+    struct sigaction sa = {.sa_handler = on_signal}, al = {.sa_handler = on_check_alarm}, old[3];
+    sigaction(SIGINT, &sa, &old[0]); /* no SA_RESTART: a blocked open() returns */
+    sigaction(SIGTERM, &sa, &old[1]);
+    sigaction(SIGALRM, &al, &old[2]);
+    alarm(CHECK_DATA_S);
+    pd_reader *rd = NULL;
+    pd_batch *b = NULL;
+    int rc = pd_open_reader(&rd, r, part, 0, 1, r->batch_size);
+    if (rc == 0) {
+        pd_reader_set_stop(rd, &stop_flag);
+        rc = pd_reader_next(rd, &b);
+    }
+    if (rc == 1) pd_reader_release(rd, b);
+    if (rd) pd_reader_close(rd);
+    alarm(0);
+    sigaction(SIGINT, &old[0], NULL);
+    sigaction(SIGTERM, &old[1], NULL);
+    sigaction(SIGALRM, &old[2], NULL);
+    if (rc == PD_EINTR && check_late)
+        return pd_err_set(PD_EIO, "no first batch after %d s: %s", CHECK_DATA_S, pd_err_msg());
+    return rc;
+}
+
 static int check_data(const pd_recipe *r, pd_buf *said, int *absent)
 {
     static const int parts[] = {PD_PART_TRAIN, PD_PART_TEST};
     static const char *const names[] = {"train", "test"};
     for (int i = 0; i < 2; i++) {
         if (parts[i] == PD_PART_TEST && !r->test) continue;
-        pd_reader *rd = NULL;
-        pd_batch *b = NULL;
-        int rc = pd_open_reader(&rd, r, parts[i], 0, 1, r->batch_size);
-        if (rc == 0) rc = pd_reader_next(rd, &b);
-        if (rc == 1) pd_reader_release(rd, b);
-        if (rd) pd_reader_close(rd);
+        int rc = first_batch(r, parts[i]);
+        if (stop_flag && !check_late) {
+            fprintf(stderr, "paddle: interrupted by a signal while reading the data's first batch\n");
+            return 130;
+        }
         if (rc == PD_ENOENT) { /* not here: on the nodes, or not made yet */
             pd_buf_printf(said, "data     %s part not read: %s%s\n", names[i], pd_err_msg(),
                           r->nhosts ? " (fine if the nodes have it)" : "; paddle train and run would stop there");
@@ -376,14 +425,6 @@ static int cmd_check(int argc, char **argv)
 }
 
 /* --- train ---------------------------------------------------------------- */
-
-static volatile int stop_flag;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_flag = 1;
-}
 
 /* The last resort against a recipe that never ends: the sandbox's limits
  * (src/lua/sandbox.c) stop Lua code, the work inside Lua's C library and the
@@ -449,9 +490,13 @@ static int cmd_train(int argc, char **argv)
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
         pd_train_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .stop = &stop_flag};
-        if (pd_train_local(&r, &o) < 0) {
+        int err = pd_train_local(&r, &o);
+        if (err < 0 && stop_flag) { /* what it was doing then is no error */
+            fprintf(stderr, "paddle: interrupted by a signal: stopped\n");
+            rc = 130;
+        } else if (err < 0) {
             fprintf(stderr, "paddle: %s\n", pd_err_msg());
-            rc = stop_flag ? 130 : 1;
+            rc = config_error(err) ? 2 : 1;
         }
         pd_recipe_free(&r);
     }
@@ -612,11 +657,12 @@ static void role_close(role_cmd *c)
 }
 
 /* A role that ended on what it was given (the recipe, its options, a
- * checkpoint of another job), not on a fault: exit status 2, which the
- * launcher does not restart (docs/faults.md). */
+ * checkpoint of another job, a device this binary or host does not have),
+ * not on a fault: exit status 2, which the launcher does not restart
+ * (docs/faults.md). */
 static int config_error(int rc)
 {
-    return rc == PD_EINVAL || rc == PD_ERECIPE;
+    return rc == PD_EINVAL || rc == PD_ERECIPE || rc == PD_ENODEV;
 }
 
 static int cmd_pserver(int argc, char **argv)

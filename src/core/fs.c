@@ -1,4 +1,4 @@
-/* fs.c - mkdir -p and the running executable's path. */
+/* fs.c - mkdir -p, a directory ready to write to, and the running executable's path. */
 #include "fs.h"
 #include "pd.h"
 
@@ -34,6 +34,61 @@ int pd_mkdir_p(const char *path)
     int e = errno;
     free(p);
     errno = e;
+    return rc;
+}
+
+/* An errno that says the path is wrong, not that the disk or the network
+ * failed for a while. */
+static int path_error(int e)
+{
+    return e == ENOTDIR || e == EACCES || e == EPERM || e == EROFS || e == ENAMETOOLONG || e == EEXIST || e == ELOOP;
+}
+
+int pd_dir_ready(const char *dir, const char *what)
+{
+    struct stat st;
+    if (pd_mkdir_p(dir) < 0) {
+        int e = errno;
+        return pd_err_wrap(path_error(e) ? PD_EINVAL : PD_EIO, "%s = %s", what, dir);
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return pd_err_set(PD_EINVAL, "%s = %s: not a directory", what, dir);
+    if (access(dir, W_OK | X_OK) != 0) {
+        int e = errno;
+        return pd_err_set(path_error(e) ? PD_EINVAL : PD_EIO, "%s = %s: cannot write there: %s", what, dir,
+                          strerror(e));
+    }
+    return 0;
+}
+
+int pd_dir_writable(const char *dir, const char *what)
+{
+    char *p = pd_xstrdup(dir);
+    struct stat st;
+    int rc = 0;
+    for (;;) {
+        if (stat(p, &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) rc = pd_err_set(PD_EINVAL, "%s = %s: %s is not a directory", what, dir, p);
+            else if (access(p, W_OK | X_OK) != 0) {
+                int e = errno;
+                rc = pd_err_set(path_error(e) ? PD_EINVAL : PD_EIO, "%s = %s: cannot write to %s: %s", what, dir, p,
+                                strerror(e));
+            }
+            break;
+        }
+        int e = errno;
+        char *slash = strrchr(p, '/');
+        if (e != ENOENT || !slash || slash == p) { /* at the top: a relative name's parent is "." */
+            if (e == ENOENT && !slash) {
+                free(p);
+                p = pd_xstrdup(".");
+                continue;
+            }
+            if (e != ENOENT) rc = pd_err_set(path_error(e) ? PD_EINVAL : PD_EIO, "%s = %s: %s", what, dir, strerror(e));
+            break;
+        }
+        *slash = '\0';
+    }
+    free(p);
     return rc;
 }
 

@@ -2,6 +2,7 @@
  * fs.h - small file-system helpers.
  *
  *     if ((rc = pd_mkdir_p("output/pass-00001")) < 0) return rc;
+ *     if ((rc = pd_dir_ready(r->save_dir, "settings.save_dir")) < 0) return rc;
  *     char *exe = pd_self_exe();   // this binary, to start roles and copy it
  */
 #ifndef PD_FS_H
@@ -10,6 +11,15 @@
 /* mkdir -p with mode 0755: 0, or PD_EIO naming the directory that failed
  * (errno then says why). */
 int pd_mkdir_p(const char *path);
+/* A directory a role writes to (what: "settings.save_dir"), made and
+ * checked as the role starts, not at its first write hours in: 0, PD_EINVAL
+ * where the path is wrong (a file, no permission, a read-only filesystem:
+ * what the role was given), PD_EIO where the disk or the network failed. */
+int pd_dir_ready(const char *dir, const char *what);
+/* The same for a directory made at its first write: checked, not made (the
+ * nearest part of the path that is there must be a directory this process
+ * can write to). */
+int pd_dir_writable(const char *dir, const char *what);
 /* The absolute path of the running executable (malloc'd), or NULL with a
  * message set. */
 char *pd_self_exe(void);

@@ -373,6 +373,9 @@ static void earlier_passes(const pd_recipe *r)
 int pd_drive(pd_driver *d)
 {
     pd_progress p;
+    int rc0;
+    /* where the passes go, checked now, not after the first pass */
+    if (d->save && (rc0 = pd_dir_writable(d->r->save_dir, "settings.save_dir")) < 0) return rc0;
     if (d->save && !d->start_pass && !d->start_batch) earlier_passes(d->r);
     /* a signal stops training even while it waits on the reader */
     pd_reader_set_stop(d->train, d->stop);
@@ -397,7 +400,7 @@ int pd_drive(pd_driver *d)
     if (board) {
         pd_progress_state(&p, "trainer", "localhost",
                           rc == 0 ? PD_ST_DONE : rc == PD_EINTR ? PD_ST_STOPPED : PD_ST_FAILED);
-        pd_progress_end(&p, rc == 0 ? "trained" : rc == PD_EINTR ? "interrupted" : "failed");
+        pd_progress_end(&p, rc == 0 ? "trained" : rc == PD_EINTR ? "stopped" : "failed");
         board = NULL;
     }
     if (!d->status_lines) pd_progress_free(&p);

@@ -1,6 +1,7 @@
 /* train.c - local training: the driver with the optimizer applied here. */
 #include "train.h"
 #include "npy.h"
+#include "../core/fs.h"
 #include "../core/log.h"
 #include "../core/pd.h"
 
@@ -30,6 +31,8 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
     pd_reader *train = NULL, *test = NULL;
     const pd_backend *be = pd_backend_get(r->device);
     if (!be) return PD_ENODEV;
+    /* where the passes go: before anything is said or built (pd_drive checks it again) */
+    if ((rc = pd_dir_writable(r->save_dir, "settings.save_dir")) < 0) return rc;
     if (r->threads > 0) pd_blas_threads(r->threads);
     if ((rc = pd_net_build(&net, r, be, (uint64_t)r->seed)) < 0) return rc;
     if (pd_opt_from_name(r->optimizer.type) == PD_OPT_SGD) {

@@ -244,28 +244,9 @@ void pd_ckpt_prune(const char *dir, long step, int keep, int wait)
     else remove_old(arg);
 }
 
-/* An errno that says the path is wrong, not that the disk or the network
- * failed for a while. */
-static int path_error(int e)
-{
-    return e == ENOTDIR || e == EACCES || e == EPERM || e == EROFS || e == ENAMETOOLONG || e == EEXIST || e == ELOOP;
-}
-
 int pd_ckpt_dir_ready(const char *dir)
 {
-    struct stat st;
-    if (pd_mkdir_p(dir) < 0) {
-        int e = errno;
-        return pd_err_wrap(path_error(e) ? PD_EINVAL : PD_EIO, "settings.checkpoint_dir = %s", dir);
-    }
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return pd_err_set(PD_EINVAL, "settings.checkpoint_dir = %s: not a directory", dir);
-    if (access(dir, W_OK | X_OK) != 0) {
-        int e = errno;
-        return pd_err_set(path_error(e) ? PD_EINVAL : PD_EIO, "settings.checkpoint_dir = %s: cannot write there: %s",
-                          dir, strerror(e));
-    }
-    return 0;
+    return pd_dir_ready(dir, "settings.checkpoint_dir");
 }
 
 int pd_ckpt_unmark(const char *dir, long step)

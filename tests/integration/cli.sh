@@ -14,6 +14,7 @@ has version-lua "  lua      Lua 5.4"
 has version-libssh2 "  libssh2  1."
 has version-crypto "  crypto   "
 has version-blas "  blas     OpenBLAS"
+has version-cuda-not-built "  cuda     not in this build (make cuda builds paddle-cuda)"
 
 run_capture "$PADDLE" --version
 if [ "$rc" -eq 0 ] && [[ "$out" == *"  lua      Lua 5.4"* ]]; then pass version-flag; else fail version-flag "exit $rc: $out"; fi
@@ -151,6 +152,19 @@ if [ "$rc" -eq 0 ] && [[ "$out" == *"train part not read: cannot open data file 
 else
     fail check-data-missing-named "exit $rc: $out"
 fi
+# a data file that never gives a first batch (a FIFO no one writes to; a
+# network filesystem that hangs) is named after 10 s, not waited on forever
+mkfifo cdata/fifo.csv
+sed 's|cdata/four.csv|cdata/fifo.csv|' cols_ok.lua >fifo.lua
+expect_error check-data-that-never-comes 1 \
+    "paddle: no first batch after 10 s: interrupted while opening data file cdata/fifo.csv (a FIFO no one writes to yet?)" \
+    timeout 60 "$PADDLE" check fifo.lua
+# where the passes go is checked as training starts, not at the first pass's end
+touch afile
+expect_error train-save-dir-a-file 2 "paddle: settings.save_dir = afile/out: Not a directory" \
+    "$PADDLE" train cols_ok.lua --save_dir=afile/out
+expect_error train-device-not-built 2 "device 'cuda' asked for, but this paddle has no CUDA backend" \
+    "$PADDLE" train cols_ok.lua --device=cuda
 cat >uci12.lua <<'R'
 data { train = "cdata/none.data", format = "uci_housing" }
 model = function(nn)

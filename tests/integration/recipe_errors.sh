@@ -319,6 +319,19 @@ model = function(nn)
 end
 EOF
 bad model-metric-not-a-layer "model_metric.lua:9: model: metric 'rmse' is not a layer" model_metric.lua
+write model_predict.lua <<EOF
+$OPT
+$DATA
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  local p = nn.fc(x, 1)
+  return {
+    cost = nn.square_error_cost(p, y),
+    predict = "p",
+  }
+end
+EOF
+bad model-predict-not-a-layer "model_predict.lua:8: model: predict must be a layer (the one \`paddle predict\` prints), got string" model_predict.lua
 # where the model has several returns, which one ran is not known: the
 # model's line; a comment or a string that says return is no return; a
 # model that returned nothing is told so at its line
@@ -1006,6 +1019,22 @@ settings { passes = 2 }
 include "cyc_a.lua"
 EOF
 bad include-cycle "cyc_b.lua:2: include cycle: cyc_a.lua -> cyc_b.lua -> cyc_a.lua" cyc_a.lua
+# the same cycle written through "..": found as a cycle, not as 32 levels
+mkdir -p cycd
+write cyc_up.lua <<EOF
+include "cycd/down.lua"
+$BASE
+EOF
+write cycd/down.lua <<EOF
+include "../cyc_up.lua"
+EOF
+bad include-cycle-through-dotdot "cycd/down.lua:1: include cycle: cyc_up.lua -> cycd/down.lua -> cyc_up.lua" cyc_up.lua
+# an empty directory name would be the current (or the root) directory
+write save_empty.lua <<EOF
+settings { save_dir = "" }
+$BASE
+EOF
+bad save-dir-empty "save_empty.lua:1: settings.save_dir must be a file or directory name, not empty, got ''" save_empty.lua
 
 mkdir -p adir
 write inc_dir.lua <<EOF

@@ -185,3 +185,14 @@ else
     fail config_error_not_restarted "rc $rc: $(grep -v '^\[' job.out | tail -n 6)"
 fi
 check config_error_no_leftovers no_leftovers
+# so is a save_dir that is a file: trainer 0 finds it as it starts, not
+# after its first pass, and no restart is made
+"$PADDLE" run "$recipe" --save_dir=afile/out --restarts=2 >job.out 2>&1
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q '^paddle: trainer 0 exited with status 2 (settings.save_dir = afile/out: Not a directory)' job.out &&
+   ! grep -q 'restarting\|pass 0 done' job.out; then
+    pass save_dir_a_file_not_restarted
+else
+    fail save_dir_a_file_not_restarted "rc $rc: $(grep -v '^\[' job.out | tail -n 6)"
+fi
+check save_dir_no_leftovers no_leftovers

@@ -134,7 +134,7 @@ else
     fi
     tm send-keys -t st C-c
     if wait_for '^EXIT=' 30 && ! screen | grep -qE '^-- paddle train' &&
-        screen -J | grep -qE '^paddle: interrupted: [0-9]+ of 100000 passes done'; then
+        screen -J | grep -qE '^paddle: stopped: [0-9]+ of 100000 passes done'; then
         pass train_ctrl_c
     else
         fail train_ctrl_c "after Ctrl+C: $(screen -J | tail -n 6)"
