@@ -407,6 +407,8 @@ function N.new(limits)
         end
         if k == "nesterov" then
           if type(v) ~= "boolean" then fail(w, "nn.%s: nesterov must be true or false", oname) end
+        elseif k == "learning_rate" and (type(v) ~= "number" or not (v > 0) or v == math.huge) then
+          fail(w, "nn.%s: learning_rate must be a number above 0, got %s", oname, tostring(v))
         elseif type(v) ~= "number" or v ~= v or v < 0 or v == math.huge then
           fail(w, "nn.%s: %s must be a non-negative number, got %s", oname, k, tostring(v))
         end

@@ -88,7 +88,7 @@ static int cmd_version(int argc, char **argv)
 
 static int cmd_help(int argc, char **argv)
 {
-    if (argc > 1) {
+    if (argc > 1 && strcmp(argv[1], "--help") != 0 && strcmp(argv[1], "-h") != 0) {
         const command *c = find_command(argv[1]);
         if (!c) {
             fprintf(stderr, "paddle help: unknown command '%s'\n", argv[1]);

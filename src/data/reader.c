@@ -73,6 +73,7 @@ struct pd_reader {
     int errcode;
 
     long skipped;
+    int one_pass_read;  /* the thread read a whole pass: skipped is then a pass's */
     long pass_samples, cur_samples;
     int ended;          /* the thread has produced its last pass */
 
@@ -625,6 +626,8 @@ static void thread_error(pd_reader *rd)
 static int bad_line(pd_reader *rd)
 {
     if (!rd->skip_bad) return -1;
+    /* the same lines again in every pass: counted and said in the first */
+    if (rd->one_pass_read) return 0;
     if (rd->skipped < 10) PD_WARN("skipping: %s", pd_err_msg());
     rd->skipped++;
     return 0;
@@ -776,6 +779,7 @@ static void *reader_main(void *arg)
             if (!stop) thread_error(rd);
             break;
         }
+        rd->one_pass_read = 1;
     }
     pthread_mutex_lock(&rd->mu);
     rd->ended = 1;

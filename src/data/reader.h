@@ -66,7 +66,8 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
  * (PD_EINTR once *opts.stop is set). */
 int pd_reader_next(pd_reader *rd, pd_batch **b);
 void pd_reader_release(pd_reader *rd, pd_batch *b);
-/* Malformed lines skipped so far (data.on_error = "skip"). */
+/* Malformed lines skipped (data.on_error = "skip") in the first pass read:
+ * the same lines are skipped again, unsaid, in every pass after. */
 long pd_reader_skipped(const pd_reader *rd);
 /* Samples delivered in the pass that ended last. */
 long pd_reader_pass_samples(const pd_reader *rd);

@@ -308,8 +308,11 @@ static int end_pass(pd_driver *d, pass_state *s, pd_keep *keep)
     free(tested);
     if (rc < 0) return rc;
     if (ops->pass_done && (rc = ops->pass_done(d->ctx, d->net, s->pass)) < 0) return rc;
-    if (pd_reader_skipped(d->train))
-        PD_WARN("%ld malformed lines skipped so far (data.on_error = \"skip\")", pd_reader_skipped(d->train));
+    long skipped = pd_reader_skipped(d->train); /* of the first pass read: said once */
+    if (skipped > d->skipped)
+        PD_WARN("%ld malformed line%s skipped in each pass (data.on_error = \"skip\")", skipped,
+                skipped > 1 ? "s" : "");
+    d->skipped = skipped;
     return 0;
 }
 

@@ -42,7 +42,10 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
         net.sgd_lr = (float)r->optimizer.learning_rate;
         net.sgd_decay = (float)r->optimizer.weight_decay;
     }
-    if (o->init_model && (rc = pd_model_load(&net, o->init_model)) < 0) goto out;
+    if (o->init_model) {
+        if ((rc = pd_model_load(&net, o->init_model)) < 0) goto out;
+        PD_INFO("parameters loaded from %s (--init_model)", o->init_model);
+    }
     if ((rc = pd_open_reader(&train, r, PD_PART_TRAIN, 0, 1, r->batch_size)) < 0) goto out;
     if (r->test && (rc = pd_open_reader(&test, r, PD_PART_TEST, 0, 1, r->batch_size)) < 0) goto out;
 

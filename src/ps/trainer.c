@@ -220,7 +220,10 @@ int pd_trainer_run(const pd_recipe *r, const pd_trainer_opts *o)
         pd_layout_free(&lay);
         return rc;
     }
-    if (o->id == 0 && o->init_model && (rc = pd_model_load(&net, o->init_model)) < 0) goto out;
+    if (o->id == 0 && o->init_model) {
+        if ((rc = pd_model_load(&net, o->init_model)) < 0) goto out;
+        PD_INFO("trainer 0: parameters loaded from %s (--init_model), for the pservers to start from", o->init_model);
+    }
     if ((rc = pd_open_reader(&train_rd, r, PD_PART_TRAIN, o->id, o->ntrainers, r->batch_size)) < 0) goto out;
     if (o->id == 0 && r->test && (rc = pd_open_reader(&test, r, PD_PART_TEST, 0, 1, r->batch_size)) < 0) goto out;
     rc = train(r, o, &lay, &net, &train_rd, &test);

@@ -29,6 +29,9 @@ else
     fail help "exit $rc: $out"
 fi
 
+run_capture "$PADDLE" help --help
+if [ "$rc" -eq 0 ] && [[ "$out" == *"usage: paddle <command>"* ]]; then pass help-help; else fail help-help "exit $rc: $out"; fi
+
 run_capture "$PADDLE" help check
 if [ "$rc" -eq 0 ] && [[ "$out" == *"usage: paddle check RECIPE"* ]] && [[ "$out" == *"--key=value"* ]]; then
     pass help-check

@@ -78,8 +78,12 @@ mkdir -p recipes/data/bad
 run_capture "$PADDLE" train recipes/ctr_dnn.lua --train=data/bad/bad.txt --test=data/bad/bad.txt --passes=1
 if [ $rc -eq 1 ] && grep -q "^paddle: recipes/data/bad/bad.txt:4: field 20 (C6) 'zz12' is not hexadecimal$" <<<"$out"
 then pass malformed_hex; else fail malformed_hex "rc $rc: $(tail -n 3 <<<"$out")"; fi
-run_capture "$PADDLE" train recipes/ctr_dnn.lua --train=data/bad/bad.txt --test=data/bad/bad.txt --passes=1 \
+run_capture "$PADDLE" train recipes/ctr_dnn.lua --train=data/bad/bad.txt --test=data/bad/bad.txt --passes=2 \
     --on_error=skip --save_dir=skip_out
+# the skipped lines are said once, not again in every pass (once for the
+# train part, once for the test part: both read this file)
 if [ $rc -eq 0 ] && grep -q "bad.txt:5: 30 tab-separated fields, criteo lines have 40" <<<"$out" &&
-    grep -q "pass 0 done: 8 samples" <<<"$out"; then pass malformed_skip
+    grep -q "pass 0 done: 8 samples" <<<"$out" && grep -q "pass 1 done: 8 samples" <<<"$out" &&
+    [ "$(grep -c 'skipping: .*bad.txt:5: 30 tab-separated' <<<"$out")" -eq 2 ] &&
+    [ "$(grep -c '2 malformed lines skipped in each pass (data.on_error = "skip")' <<<"$out")" -eq 1 ]; then pass malformed_skip
 else fail malformed_skip "rc $rc: $(tail -n 8 <<<"$out")"; fi

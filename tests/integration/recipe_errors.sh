@@ -398,14 +398,14 @@ optimizer = nn.adam { learning_rate = 0 }
 $MODEL
 $DATA
 EOF
-bad learning-rate-zero "lr_zero.lua:1: nn.adam: learning_rate must be above 0" lr_zero.lua
+bad learning-rate-zero "lr_zero.lua:1: nn.adam: learning_rate must be a number above 0, got 0" lr_zero.lua
 
 write lr_neg.lua <<EOF
 optimizer = nn.sgd { learning_rate = -0.1 }
 $MODEL
 $DATA
 EOF
-bad learning-rate-negative "lr_neg.lua:1: nn.sgd: learning_rate must be a non-negative number, got -0.1" lr_neg.lua
+bad learning-rate-negative "lr_neg.lua:1: nn.sgd: learning_rate must be a number above 0, got -0.1" lr_neg.lua
 
 write momentum.lua <<EOF
 optimizer = nn.momentum { learning_rate = 0.1, momentum = 1.5 }
