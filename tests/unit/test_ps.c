@@ -27,11 +27,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *recipe_text =
@@ -702,15 +704,15 @@ PD_TEST(pserver_caps_and_times_out_unauthenticated_peers)
 /* A base port with n free ports after it (free now: nothing holds them). */
 static int free_ports(int n)
 {
+    /* below the kernel's ephemeral ports (32768 up here): a port it handed
+     * out could be taken meanwhile as the local end of a connection, such
+     * as the trainer's own attempts to reach it */
+    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
     for (int tries = 0; tries < 50; tries++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
         struct sockaddr_in sa = {.sin_family = AF_INET};
         inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-        socklen_t len = sizeof sa;
-        CHECK(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
-        close(fd);
-        int base = ntohs(sa.sin_port), ok = base + n < 65536;
-        for (int i = 1; ok && i < n; i++) {
+        int base = 20000 + (int)(rand_r(&seed) % 12000u), ok = 1;
+        for (int i = 0; ok && i < n; i++) {
             int g = socket(AF_INET, SOCK_STREAM, 0);
             sa.sin_port = htons((uint16_t)(base + i));
             ok = bind(g, (struct sockaddr *)&sa, sizeof sa) == 0;
