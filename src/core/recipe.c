@@ -1,6 +1,7 @@
 /* recipe.c - freeing and sizing a loaded recipe (the loader is src/lua/). */
 #include "recipe.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,4 +83,15 @@ long pd_recipe_params(const pd_recipe *r)
             if (!seen) n += (long)p->rows * p->cols;
         }
     return n;
+}
+
+const char *pd_recipe_where(const pd_recipe *r, const char *key, char *buf, size_t len)
+{
+    for (int i = 0; i < r->noverrides; i++)
+        if (r->overrides[i].key && !strcmp(r->overrides[i].key, key)) {
+            snprintf(buf, len, "option --%s", key);
+            return buf;
+        }
+    snprintf(buf, len, "%s", r->path ? r->path : "recipe");
+    return buf;
 }

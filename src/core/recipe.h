@@ -139,5 +139,8 @@ void pd_recipe_free(pd_recipe *r);
 /* Total number of parameters (floats) of a layer / of the model. */
 long pd_recipe_layer_params(const pd_layer_desc *l);
 long pd_recipe_params(const pd_recipe *r);
+/* Where a declaration key's value came from, for an error about it: "option
+ * --KEY" when the command line set it, else the recipe's path (in buf). */
+const char *pd_recipe_where(const pd_recipe *r, const char *key, char *buf, size_t len);
 
 #endif

@@ -268,6 +268,8 @@ static int parse_columns(pd_reader *rd)
         return 0;
     }
     for (int i = 0; i < rd->nslots; i++) rd->cols[i].first = -1;
+    char wbuf[300];
+    const char *where = pd_recipe_where(r, "columns", wbuf, sizeof wbuf);
     for (int k = 0; k < r->ncolumns; k++) {
         const char *spec = r->columns[k];
         const char *eq = strchr(spec, '=');
@@ -276,7 +278,7 @@ static int parse_columns(pd_reader *rd)
                     (sscanf(eq + 1, "%d%n", &a, &n) != 1 || (b = a, 0))) ||
             eq[1 + n] != '\0' || a < 1 || b < a || b > MAX_COLUMNS)
             return pd_err_set(PD_ERECIPE, "%s: data.columns entry '%s' must look like 'slot=3' or 'slot=1-13' "
-                                          "(columns count from 1)", r->path, spec);
+                                          "(columns count from 1)", where, spec);
         int slot = -1;
         for (int i = 0; i < rd->nslots; i++)
             if ((size_t)(eq - spec) == strlen(rd->layout[i].name) &&
@@ -284,17 +286,17 @@ static int parse_columns(pd_reader *rd)
                 slot = i;
         if (slot < 0)
             return pd_err_set(PD_ERECIPE, "%s: data.columns entry '%s' names no data layer of the model",
-                              r->path, spec);
+                              where, spec);
         if (b - a + 1 != slot_columns(&rd->layout[slot]))
             return pd_err_set(PD_ERECIPE, "%s: data.columns '%s' gives %d columns, but slot '%s' takes %d",
-                              r->path, spec, b - a + 1, rd->layout[slot].name, slot_columns(&rd->layout[slot]));
+                              where, spec, b - a + 1, rd->layout[slot].name, slot_columns(&rd->layout[slot]));
         rd->cols[slot].first = a - 1;
         rd->cols[slot].last = b - 1;
         if (b > rd->ncols_needed) rd->ncols_needed = b;
     }
     for (int i = 0; i < rd->nslots; i++)
         if (rd->cols[i].first < 0)
-            return pd_err_set(PD_ERECIPE, "%s: data.columns says nothing of slot '%s'", r->path,
+            return pd_err_set(PD_ERECIPE, "%s: data.columns says nothing of slot '%s'", where,
                               rd->layout[i].name);
     return 0;
 }

@@ -155,6 +155,9 @@ if [ "$rc" -eq 0 ] && [[ "$out" == *"train part not read: cannot open data file 
 else
     fail check-data-missing-named "exit $rc: $out"
 fi
+# a mistake in a value the command line set names the option, not the recipe
+expect_error check-columns-option-named 2 "paddle: option --columns: data.columns says nothing of slot 'y'" \
+    "$PADDLE" check cols_ok.lua --columns=x=1-3
 # a data file that never gives a first batch (a FIFO no one writes to; a
 # network filesystem that hangs) is named after 10 s, not waited on forever
 mkfifo cdata/fifo.csv
