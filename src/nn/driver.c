@@ -215,8 +215,27 @@ static void show_progress(pd_driver *d, pass_state *s)
     }
 }
 
+/* settings.test_period: the test cost (and metrics) every test_period
+ * batches, on trainer 0's model as it is then (a cluster's: fetched from
+ * the pservers). The evaluation uses up one pass of the test reader, so it
+ * is opened again. */
+static int test_in_pass(pd_driver *d, const pass_state *s)
+{
+    double tc = NAN, *tm = pd_xcalloc((size_t)d->r->nmetrics + 1, sizeof *tm);
+    char text[600];
+    int rc = 0;
+    if (d->ops->sync_model) rc = d->ops->sync_model(d->ctx, d->net);
+    if (rc == 0) rc = test_text(d->net, d->test, &tc, tm, text, sizeof text);
+    free(tm);
+    if (rc < 0) return rc;
+    PD_INFO("pass %d, batch %d%s", s->pass, s->batch, text);
+    pd_reader_close(d->test);
+    d->test = NULL;
+    return pd_open_reader(&d->test, d->r, PD_PART_TEST, 0, 1, d->r->batch_size);
+}
+
 /* After a batch: the progress, the log line every log_period batches, the
- * check line at step 10. */
+ * test line every test_period batches, the check line at step 10. */
 static int after_batch(pd_driver *d, pass_state *s)
 {
     const pd_recipe *r = d->r;
@@ -227,6 +246,10 @@ static int after_batch(pd_driver *d, pass_state *s)
         if (s->curves) pd_curves_train(s->curves, d->step0 + d->steps, s->period_sum / s->period_n);
         s->period_sum = 0;
         s->period_n = 0;
+    }
+    if (d->save && d->test && r->test_period > 0 && s->batch % r->test_period == 0) {
+        int rc = test_in_pass(d, s);
+        if (rc < 0) return rc;
     }
     if (d->save && d->test && s->pass == 0 && d->steps == 10) return check_line(d);
     return 0;

@@ -60,6 +60,20 @@ else
     else fail converges "test cost never below 30: $(grep 'pass 99 done' <<<"$out")"; fi
 fi
 
+# settings.test_period: the test cost every N batches, the training itself
+# unchanged (the same pass lines as without), in paddle train and paddle run
+run_capture "$PADDLE" train fit_a_line.lua --passes=2 --test_period=10 --save_dir=tp_train
+with=$(grep -o 'pass 1 done:.*' <<<"$out" | sed 's/.*samples.s), //')
+tested=$(grep -c 'pass [01], batch [12]0, test cost [0-9.e+-]*, test rmse' <<<"$out")
+run_capture "$PADDLE" train fit_a_line.lua --passes=2 --save_dir=tp_plain
+without=$(grep -o 'pass 1 done:.*' <<<"$out" | sed 's/.*samples.s), //')
+if [ "$tested" -eq 4 ] && [ -n "$with" ] && [ "$with" = "$without" ]; then pass test_period_train
+else fail test_period_train "$tested test lines; pass 1 with: '$with', without: '$without'"; fi
+run_capture "$PADDLE" run fit_a_line.lua --passes=2 --test_period=10 --save_dir=tp_run
+if [ "$rc" -eq 0 ] && [ "$(grep -c '^\[trainer 0\] .*pass [01], batch 10, test cost [0-9.e+-]*, test rmse' <<<"$out")" -eq 2 ] &&
+   ! grep -q '^\[trainer 1\] .*batch 10, test cost' <<<"$out"; then pass test_period_run
+else fail test_period_run "rc $rc: $(grep 'test cost' <<<"$out" | head -n 4)"; fi
+
 # the saved model loads in NumPy with the right shapes
 if $PY -c "
 import numpy as np, json
