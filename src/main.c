@@ -123,6 +123,9 @@ static void print_recipe(const pd_recipe *r, const pd_plan *plan)
            r->trainers, r->trainers == 1 ? "" : "s", r->mode);
     if (r->workspace) printf(", workspace %s (dispatched)", r->workspace);
     if (r->deployed) printf(", deployed %s", r->deployed);
+    if (r->restarts > 0)
+        printf(", restarts %d (%s)", r->restarts,
+               r->checkpoint_dir ? "from the last checkpoint" : "from the first pass: no checkpoint_dir");
     printf("\n");
     for (int i = 0; i < plan->nroles; i++) {
         const pd_role *ro = &plan->roles[i];
@@ -141,8 +144,12 @@ static void print_recipe(const pd_recipe *r, const pd_plan *plan)
     printf("data     train %s", r->train);
     if (r->test) printf(", test %s", r->test);
     printf(", format %s\n", r->format);
-    printf("settings batch_size %d per trainer, passes %d, seed %d, device %s\n", r->batch_size, r->passes,
-           r->seed, r->device);
+    printf("settings batch_size %d per trainer, passes %d, seed %d, device %s", r->batch_size, r->passes, r->seed,
+           r->device);
+    if (r->checkpoint_dir)
+        printf(", checkpoints in %s every %d steps (keep %d)", r->checkpoint_dir, r->checkpoint_period,
+               r->checkpoint_keep);
+    printf("\n");
     const pd_optimizer_desc *o = &r->optimizer;
     printf("optimizer %s, learning_rate %g", o->type, o->learning_rate);
     if (!strcmp(o->type, "momentum")) printf(", momentum %g", o->momentum);

@@ -155,6 +155,11 @@ if [ "$rc" -eq 0 ] && [[ "$out" == *"train part not read: cannot open data file 
 else
     fail check-data-missing-named "exit $rc: $out"
 fi
+# check shows restarts and checkpoints as the job will use them
+run_capture "$PADDLE" check cols_ok.lua --restarts=2 --checkpoint_dir=ck
+if [ "$rc" -eq 0 ] && [[ "$out" == *"mode sync, restarts 2 (from the last checkpoint)"* ]] &&
+   [[ "$out" == *"device cpu, checkpoints in ck every 200 steps (keep 2)"* ]]; then pass check-shows-restarts
+else fail check-shows-restarts "exit $rc: $(head -n 8 <<<"$out")"; fi
 # a mistake in a value the command line set names the option, not the recipe
 expect_error check-columns-option-named 2 "paddle: option --columns: data.columns says nothing of slot 'y'" \
     "$PADDLE" check cols_ok.lua --columns=x=1-3
