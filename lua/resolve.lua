@@ -111,8 +111,10 @@ local function run_model(state, recipe_path)
   if info.source:sub(1, 1) == "@" and R.sources[info.source:sub(2)] then
     local file, ret, nret = info.source:sub(2), info.linedefined, 0
     for i = info.linedefined, info.lastlinedefined do -- its own lines' code, not comments or strings
-      local line = info.activelines[i] and R.sources[file][i]
-      if line and R.code_of(line):find("%f[%w_]return%f[^%w_]") then ret, nret = i, nret + 1 end
+      local code = info.activelines[i] and R.sources[file][i] and R.code_of(R.sources[file][i])
+      local r = code and code:find("%f[%w_]return%f[^%w_]")
+      local f = code and code:find("%f[%w_]function%f[^%w_]")
+      if r and not (f and f < r) then ret, nret = i, nret + 1 end -- not a one-line helper's return
     end
     R.model_return = { file = file, line = ret }
     if nret == 1 then rw = R.at(file, ret) end
@@ -133,6 +135,7 @@ local function run_model(state, recipe_path)
       end
     end
   end
+  if predict == false then predict = nil end -- `cond and layer`: none
   if predict ~= nil and not rec(predict) then
     fail(R.key_at(rw, "predict"), "model: predict must be a layer (the one `paddle predict` prints), got %s",
       R.typename(predict))

@@ -26,6 +26,9 @@ local limit_hit = pd_sandbox_limit_hit
 -- raised is the machine's (true), unless errno is the recipe's (no such
 -- file, a directory, ...); if that error ends the load, it exits 1, not 2
 local io_fault = pd_sandbox_io_fault
+-- set by the host: file_id(path) names the file path leads to ("dev:inode"),
+-- or nil where it is not there
+local file_id = pd_sandbox_file_id
 
 -- fail(from, ...) for a file the machine may have failed to give (errno)
 local function fail_io(from, errno, fmt, ...)
@@ -50,21 +53,6 @@ end
 
 function X.dirname(path)
   return path:match("^(.*)/[^/]*$") or "."
-end
-
--- path with its "." and "dir/.." parts taken out, as far as the text
--- allows (a "conf/../a.lua" is "a.lua"): to find an include cycle written
--- through "..", not to open the file (a symbolic link may lead elsewhere)
-function X.tidy(path)
-  local out, abs = {}, path:sub(1, 1) == "/"
-  for part in path:gmatch("[^/]+") do
-    if part == ".." and #out > 0 and out[#out] ~= ".." then out[#out] = nil
-    elseif part == ".." and abs then -- "/.." is "/"
-    elseif part ~= "." then out[#out + 1] = part end
-  end
-  local t = table.concat(out, "/")
-  if abs then return "/" .. t end
-  return t ~= "" and t or "."
 end
 
 local function join(dir, path)
@@ -212,12 +200,13 @@ end
 -- Run the recipe file at path in env. from: "file:line" of the include (or
 -- "--cluster"); chain: the files being run, outermost first.
 function X.run_file(path, env, from, chain)
-  local tidy = X.tidy(path)
+  -- the same file, however its path is written ("conf/../a.lua", a link)
+  local id = file_id(path)
   for i, p in ipairs(chain) do
-    if X.tidy(p) == tidy then
+    if p == path or (id and file_id(p) == id) then
       local cycle = {}
-      for j = i, #chain do cycle[#cycle + 1] = X.tidy(chain[j]) end
-      cycle[#cycle + 1] = tidy
+      for j = i, #chain do cycle[#cycle + 1] = chain[j] end
+      cycle[#cycle + 1] = path
       fail(from, "include cycle: %s", table.concat(cycle, " -> "))
     end
   end

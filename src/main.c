@@ -330,41 +330,37 @@ static void on_signal(int sig)
  * "data" lines to print in *said (what was read, and what could not be
  * because it is not here: *absent), or the exit status of an error (said):
  * 2 for the recipe's, 1 for the data's. */
-#define CHECK_DATA_S 10 /* check waits this long for a first batch (a FIFO, a filesystem that hangs) */
+#define CHECK_DATA_S 10 /* after this long without a first batch, check says what it waits for */
 
-static volatile sig_atomic_t check_late;
+static char check_wait_msg[700];
 
 static void on_check_alarm(int sig)
 {
     (void)sig;
-    check_late = 1;
-    stop_flag = 1;
+    if (write(2, check_wait_msg, strlen(check_wait_msg)) < 0) {}
 }
 
-/* Open a part and read its first batch, giving up on a signal or after
- * CHECK_DATA_S seconds (said). */
+/* Open a part and read its first batch. Data that takes long (a large
+ * shuffle buffer) is waited for; after CHECK_DATA_S seconds check says what
+ * it waits on (a FIFO no one writes to, a network filesystem that does not
+ * answer), and Ctrl+C stops it as ever. */
 static int first_batch(const pd_recipe *r, int part)
 {
-    struct sigaction sa = {.sa_handler = on_signal}, al = {.sa_handler = on_check_alarm}, old[3];
-    sigaction(SIGINT, &sa, &old[0]); /* no SA_RESTART: a blocked open() returns */
-    sigaction(SIGTERM, &sa, &old[1]);
-    sigaction(SIGALRM, &al, &old[2]);
+    const char *file = part == PD_PART_TEST ? r->test : r->train;
+    snprintf(check_wait_msg, sizeof check_wait_msg,
+             "paddle: still reading the first batch of %.500s after %d s (a FIFO no one writes to, or a filesystem "
+             "that does not answer?): Ctrl+C stops\n", file ? file : "the data", CHECK_DATA_S);
+    struct sigaction al = {.sa_handler = on_check_alarm, .sa_flags = SA_RESTART}, old;
+    sigaction(SIGALRM, &al, &old);
     alarm(CHECK_DATA_S);
     pd_reader *rd = NULL;
     pd_batch *b = NULL;
     int rc = pd_open_reader(&rd, r, part, 0, 1, r->batch_size);
-    if (rc == 0) {
-        pd_reader_set_stop(rd, &stop_flag);
-        rc = pd_reader_next(rd, &b);
-    }
+    if (rc == 0) rc = pd_reader_next(rd, &b);
     if (rc == 1) pd_reader_release(rd, b);
     if (rd) pd_reader_close(rd);
     alarm(0);
-    sigaction(SIGINT, &old[0], NULL);
-    sigaction(SIGTERM, &old[1], NULL);
-    sigaction(SIGALRM, &old[2], NULL);
-    if (rc == PD_EINTR && check_late)
-        return pd_err_set(PD_EIO, "no first batch after %d s: %s", CHECK_DATA_S, pd_err_msg());
+    sigaction(SIGALRM, &old, NULL);
     return rc;
 }
 
@@ -375,10 +371,6 @@ static int check_data(const pd_recipe *r, pd_buf *said, int *absent)
     for (int i = 0; i < 2; i++) {
         if (parts[i] == PD_PART_TEST && !r->test) continue;
         int rc = first_batch(r, parts[i]);
-        if (stop_flag && !check_late) {
-            fprintf(stderr, "paddle: interrupted by a signal while reading the data's first batch\n");
-            return 130;
-        }
         if (rc == PD_ENOENT) { /* not here: on the nodes, or not made yet */
             pd_buf_printf(said, "data     %s part not read: %s%s\n", names[i], pd_err_msg(),
                           r->nhosts ? " (fine if the nodes have it)" : "; paddle train and run would stop there");
@@ -664,12 +656,12 @@ static void role_close(role_cmd *c)
 }
 
 /* A role that ended on what it was given (the recipe, its options, a
- * checkpoint of another job, a device this binary or host does not have),
- * not on a fault: exit status 2, which the launcher does not restart
+ * checkpoint of another job, a device this binary does not have), not on a
+ * fault: exit status 2, which the launcher does not restart
  * (docs/faults.md). */
 static int config_error(int rc)
 {
-    return rc == PD_EINVAL || rc == PD_ERECIPE || rc == PD_ENODEV;
+    return rc == PD_EINVAL || rc == PD_ERECIPE;
 }
 
 static int cmd_pserver(int argc, char **argv)

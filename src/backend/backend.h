@@ -123,6 +123,10 @@ typedef struct pd_backend {
 /* The backend called name ("cpu", "cuda"), or NULL with a message in
  * pd_err_msg() when this build has none or the device is missing. */
 const pd_backend *pd_backend_get(const char *name);
+/* Why name has no backend: PD_EINVAL where this build has none (what the
+ * recipe asks is wrong here: no restart helps), PD_ENODEV where the device
+ * failed to start (no GPU, a busy one: a fault). */
+int pd_backend_missing(const char *name);
 
 extern const pd_backend pd_backend_cpu;
 

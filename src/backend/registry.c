@@ -12,7 +12,7 @@ const pd_backend *pd_backend_get(const char *name)
     if (name == NULL || strcmp(name, "cpu") == 0) return &pd_backend_cpu;
     if (strcmp(name, "cuda") == 0) {
         if (!pd_cuda_backend) {
-            pd_err_set(PD_ENODEV, "device 'cuda' asked for, but this paddle has no CUDA backend: "
+            pd_err_set(PD_EINVAL, "device 'cuda' asked for, but this paddle has no CUDA backend: "
                                   "build paddle-cuda with 'make cuda', or set device = \"cpu\"");
             return NULL;
         }
@@ -20,4 +20,9 @@ const pd_backend *pd_backend_get(const char *name)
     }
     pd_err_set(PD_EINVAL, "unknown device '%s' (valid: cpu, cuda)", name);
     return NULL;
+}
+
+int pd_backend_missing(const char *name)
+{
+    return name && strcmp(name, "cuda") == 0 && pd_cuda_backend ? PD_ENODEV : PD_EINVAL;
 }

@@ -76,17 +76,26 @@ int pd_dir_writable(const char *dir, const char *what)
             break;
         }
         int e = errno;
-        char *slash = strrchr(p, '/');
-        if (e != ENOENT || !slash || slash == p) { /* at the top: a relative name's parent is "." */
-            if (e == ENOENT && !slash) {
-                free(p);
-                p = pd_xstrdup(".");
-                continue;
-            }
-            if (e != ENOENT) rc = pd_err_set(path_error(e) ? PD_EINVAL : PD_EIO, "%s = %s: %s", what, dir, strerror(e));
+        if (e != ENOENT || !strcmp(p, ".")) {
+            int code = path_error(e) || e == ENOENT ? PD_EINVAL : PD_EIO;
+            if (!strcmp(p, dir)) rc = pd_err_set(code, "%s = %s: %s", what, dir, strerror(e));
+            else rc = pd_err_set(code, "%s = %s: %s: %s", what, dir, p, strerror(e));
             break;
         }
-        *slash = '\0';
+        if (lstat(p, &st) == 0) {
+            rc = pd_err_set(PD_EINVAL, "%s = %s: %s is a symbolic link to nothing", what, dir, p);
+            break;
+        }
+        /* not there: made at the first write, if its parent is */
+        char *slash = strrchr(p, '/');
+        if (!slash) {
+            free(p);
+            p = pd_xstrdup(".");
+        } else if (slash == p) {
+            slash[1] = '\0'; /* "/x": the root */
+        } else {
+            *slash = '\0';
+        }
     }
     free(p);
     return rc;

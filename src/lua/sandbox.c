@@ -28,6 +28,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -263,6 +264,20 @@ static int io_fault(lua_State *L)
     return 1;
 }
 
+/* pd_sandbox_file_id(path): "dev:inode" of the file path leads to, or nil:
+ * the loader's test for an include cycle, whatever links or ".." the paths
+ * go through. */
+static int file_id(lua_State *L)
+{
+    struct stat st;
+    if (stat(luaL_checkstring(L, 1), &st) != 0) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_pushfstring(L, "%I:%I", (lua_Integer)st.st_dev, (lua_Integer)st.st_ino);
+    return 1;
+}
+
 /* The error that ended the load is the one pd_sandbox_io_fault was told of. */
 static int io_fault_ended(const struct limits *lim, const char *msg)
 {
@@ -344,6 +359,8 @@ lua_State *pd_lua_open(void)
     lua_setglobal(L, "pd_sandbox_limit_hit");
     lua_pushcfunction(L, io_fault);
     lua_setglobal(L, "pd_sandbox_io_fault");
+    lua_pushcfunction(L, file_id);
+    lua_setglobal(L, "pd_sandbox_file_id");
     lua_sethook(L, count_hook, LUA_MASKCOUNT, INSTR_STEP);
     return L;
 }

@@ -127,7 +127,7 @@ int pd_predict(const pd_recipe *r, pd_predict_opts *o)
     in.shuffle_buffer = 0;
     in.passes = 1;
     const pd_backend *be = pd_backend_get(r->device);
-    if (!be) return PD_ENODEV;
+    if (!be) return pd_backend_missing(r->device);
     pd_net net;
     pd_reader *rd = NULL;
     unsigned char *need = NULL;

@@ -30,7 +30,7 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
     pd_net net;
     pd_reader *train = NULL, *test = NULL;
     const pd_backend *be = pd_backend_get(r->device);
-    if (!be) return PD_ENODEV;
+    if (!be) return pd_backend_missing(r->device);
     /* where the passes go: before anything is said or built (pd_drive checks it again) */
     if ((rc = pd_dir_writable(r->save_dir, "settings.save_dir")) < 0) return rc;
     if (r->threads > 0) pd_blas_threads(r->threads);

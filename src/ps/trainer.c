@@ -212,7 +212,7 @@ int pd_trainer_run(const pd_recipe *r, const pd_trainer_opts *o)
     pd_layout lay;
     pd_reader *train_rd = NULL, *test = NULL;
     const pd_backend *be = pd_backend_get(r->device);
-    if (!be) return PD_ENODEV;
+    if (!be) return pd_backend_missing(r->device);
     if (r->threads > 0) pd_blas_threads(r->threads);
     if (r->checkpoint_dir && (rc = pd_ckpt_dir_ready(r->checkpoint_dir)) < 0) return rc;
     if ((rc = pd_layout_make(&lay, r, o->npservers)) < 0) return rc;

@@ -345,6 +345,16 @@ model = function(nn)
 end
 EOF
 bad model-two-returns-its-line "model_returns.lua:3: model returned an unknown field 'predcit'" model_returns.lua
+write model_helper.lua <<EOF
+$OPT
+$DATA
+model = function(nn)
+  local function fc1(a) return nn.fc(a, 1) end
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return { cost = nn.square_error_cost(fc1(x), y), predcit = x }
+end
+EOF
+bad model-helper-return-not-the-models "model_helper.lua:6: model returned an unknown field 'predcit'" model_helper.lua
 write model_comment.lua <<EOF
 $OPT
 $DATA
@@ -1028,7 +1038,23 @@ EOF
 write cycd/down.lua <<EOF
 include "../cyc_up.lua"
 EOF
-bad include-cycle-through-dotdot "cycd/down.lua:1: include cycle: cyc_up.lua -> cycd/down.lua -> cyc_up.lua" cyc_up.lua
+bad include-cycle-through-dotdot "cycd/down.lua:1: include cycle: cyc_up.lua -> cycd/down.lua -> cycd/../cyc_up.lua" cyc_up.lua
+# ...and a ".." through a symbolic link that leads elsewhere is no cycle
+mkdir -p linked/top linked/other/jobs
+ln -s ../other/jobs linked/top/jobs
+write linked/top/main.lua <<EOF
+include "jobs/a.lua"
+$BASE
+EOF
+write linked/other/jobs/a.lua <<EOF
+include "../main.lua"
+EOF
+write linked/other/main.lua <<EOF
+job { pservers = 3 }
+EOF
+run_capture "$PADDLE" check linked/top/main.lua
+if [ "$rc" -eq 0 ] && [[ "$out" == *"job      3 pservers"* ]]; then pass include-through-a-link-no-cycle
+else fail include-through-a-link-no-cycle "exit $rc: $(tail -n 2 <<<"$out")"; fi
 # an empty directory name would be the current (or the root) directory
 write save_empty.lua <<EOF
 settings { save_dir = "" }

@@ -704,14 +704,23 @@ PD_TEST(pserver_caps_and_times_out_unauthenticated_peers)
 /* A base port with n free ports after it (free now: nothing holds them). */
 static int free_ports(int n)
 {
-    /* below the kernel's ephemeral ports (32768 up here): a port it handed
-     * out could be taken meanwhile as the local end of a connection, such
-     * as the trainer's own attempts to reach it */
+    /* outside the kernel's ephemeral ports: a port it handed out could be
+     * taken meanwhile as the local end of a connection, such as the
+     * trainer's own attempts to reach it */
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768, hi = 60999;
+        fclose(f);
+    }
+    int below = lo >= 4096 + 1024; /* room under them, else above */
+    int from = below ? 1024 + (lo - 1024) / 2 : hi + 1, span = below ? (lo - 1024) / 2 : 65535 - hi;
+    CHECK(span > 2 * n);
     unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
     for (int tries = 0; tries < 50; tries++) {
         struct sockaddr_in sa = {.sin_family = AF_INET};
         inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-        int base = 20000 + (int)(rand_r(&seed) % 12000u), ok = 1;
+        int base = from + (int)(rand_r(&seed) % (unsigned)(span - n)), ok = 1;
         for (int i = 0; ok && i < n; i++) {
             int g = socket(AF_INET, SOCK_STREAM, 0);
             sa.sin_port = htons((uint16_t)(base + i));
