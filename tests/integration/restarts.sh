@@ -153,18 +153,19 @@ if start --passes=1000000 --checkpoint_dir=ckpt; then
     fi
     check fresh_no_leftovers no_leftovers
 fi
-# a new job over that checkpoint whose trainers fail before a batch (their
-# data is not there): the restart starts it fresh again, not from the
-# earlier job's checkpoint, whose markers stay, and the stop says so
-markers=$(ls ckpt/ckpt-*/complete 2>/dev/null | wc -l)
+# a new job over an earlier job's checkpoints whose trainers fail before a
+# batch (their data is not there): the restart starts it fresh again, not
+# from the earlier job's checkpoint, whose markers stay, and the stop says so
+"$PADDLE" run "$recipe" --passes=30 --early_stop=0 --checkpoint_dir=ckpt_own --checkpoint_period=20 >earlier.out 2>&1
+markers=$(ls ckpt_own/ckpt-*/complete 2>/dev/null | wc -l)
 mv data/uci_housing/housing.data housing.away
-"$PADDLE" run "$recipe" --passes=1000000 --checkpoint_dir=ckpt --restarts=1 >job.out 2>&1
+"$PADDLE" run "$recipe" --passes=1000000 --checkpoint_dir=ckpt_own --restarts=1 >job.out 2>&1
 rc=$?
 mv housing.away data/uci_housing/housing.data
-if [ "$rc" -eq 1 ] && [ "$markers" -ge 1 ] && [ "$(ls ckpt/ckpt-*/complete | wc -l)" -eq "$markers" ] &&
+if [ "$rc" -eq 1 ] && [ "$markers" -ge 1 ] && [ "$(ls ckpt_own/ckpt-*/complete | wc -l)" -eq "$markers" ] &&
    grep -q '^paddle: trainer [01] exited with status 1 (cannot open .*data/uci_housing/housing.data: .*); restarting the job from its start (it had not trained a batch) (restart 1 of 1)$' job.out &&
    ! grep -q '^\[.*resum' job.out &&
-   grep -q "^paddle: this job trained no batch, and ckpt holds the earlier job's checkpoints: the same command with --resume continues that job$" job.out; then
+   grep -q "^paddle: this job trained no batch, and ckpt_own holds the earlier job's checkpoints: the same command with --resume continues that job$" job.out; then
     pass fresh_job_restarted_before_a_batch_starts_fresh
 else
     fail fresh_job_restarted_before_a_batch_starts_fresh "rc $rc, markers $markers: $(grep -v '^\[' job.out | tail -n 8; grep '^\[.*resum' job.out | head -n 3)"
