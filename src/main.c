@@ -325,11 +325,6 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
-/* The data as `paddle train` would read it: the first batch of the train
- * part and of the test part, where the files are here. Returns 0 with the
- * "data" lines to print in *said (what was read, and what could not be
- * because it is not here: *absent), or the exit status of an error (said):
- * 2 for the recipe's, 1 for the data's. */
 #define CHECK_DATA_S 10 /* after this long without a first batch, check says what it waits for */
 
 static char check_wait_msg[700];
@@ -364,6 +359,11 @@ static int first_batch(const pd_recipe *r, int part)
     return rc;
 }
 
+/* The data as `paddle train` would read it: the first batch of the train
+ * part and of the test part, where the files are here. Returns 0 with the
+ * "data" lines to print in *said (what was read, and what could not be
+ * because it is not here: *absent), or the exit status of an error (said):
+ * 2 for the recipe's, 1 for the data's. */
 static int check_data(const pd_recipe *r, pd_buf *said, int *absent)
 {
     static const int parts[] = {PD_PART_TRAIN, PD_PART_TEST};

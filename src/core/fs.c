@@ -37,11 +37,10 @@ int pd_mkdir_p(const char *path)
     return rc;
 }
 
-/* An errno that says the path is wrong, not that the disk or the network
- * failed for a while. */
-static int path_error(int e)
+int pd_path_errno(int e)
 {
-    return e == ENOTDIR || e == EACCES || e == EPERM || e == EROFS || e == ENAMETOOLONG || e == EEXIST || e == ELOOP;
+    return e == ENOENT || e == ENOTDIR || e == EISDIR || e == EACCES || e == EPERM || e == EROFS ||
+           e == ENAMETOOLONG || e == EEXIST || e == ELOOP || e == ENXIO || e == ENODEV;
 }
 
 int pd_dir_ready(const char *dir, const char *what)
@@ -49,12 +48,12 @@ int pd_dir_ready(const char *dir, const char *what)
     struct stat st;
     if (pd_mkdir_p(dir) < 0) {
         int e = errno;
-        return pd_err_wrap(path_error(e) ? PD_EINVAL : PD_EIO, "%s = %s", what, dir);
+        return pd_err_wrap(pd_path_errno(e) ? PD_EINVAL : PD_EIO, "%s = %s", what, dir);
     }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return pd_err_set(PD_EINVAL, "%s = %s: not a directory", what, dir);
     if (access(dir, W_OK | X_OK) != 0) {
         int e = errno;
-        return pd_err_set(path_error(e) ? PD_EINVAL : PD_EIO, "%s = %s: cannot write there: %s", what, dir,
+        return pd_err_set(pd_path_errno(e) ? PD_EINVAL : PD_EIO, "%s = %s: cannot write there: %s", what, dir,
                           strerror(e));
     }
     return 0;
@@ -70,14 +69,14 @@ int pd_dir_writable(const char *dir, const char *what)
             if (!S_ISDIR(st.st_mode)) rc = pd_err_set(PD_EINVAL, "%s = %s: %s is not a directory", what, dir, p);
             else if (access(p, W_OK | X_OK) != 0) {
                 int e = errno;
-                rc = pd_err_set(path_error(e) ? PD_EINVAL : PD_EIO, "%s = %s: cannot write to %s: %s", what, dir, p,
+                rc = pd_err_set(pd_path_errno(e) ? PD_EINVAL : PD_EIO, "%s = %s: cannot write to %s: %s", what, dir, p,
                                 strerror(e));
             }
             break;
         }
         int e = errno;
         if (e != ENOENT || !strcmp(p, ".")) {
-            int code = path_error(e) || e == ENOENT ? PD_EINVAL : PD_EIO;
+            int code = pd_path_errno(e) ? PD_EINVAL : PD_EIO;
             if (!strcmp(p, dir)) rc = pd_err_set(code, "%s = %s: %s", what, dir, strerror(e));
             else rc = pd_err_set(code, "%s = %s: %s: %s", what, dir, p, strerror(e));
             break;

@@ -11,6 +11,10 @@
 /* mkdir -p with mode 0755: 0, or PD_EIO naming the directory that failed
  * (errno then says why). */
 int pd_mkdir_p(const char *path);
+/* Whether errno e says a path is wrong (not there, not a directory, no
+ * permission, a read-only filesystem: what a user gave), not that the disk
+ * or the network failed for a while. */
+int pd_path_errno(int e);
 /* A directory a role writes to (what: "settings.save_dir"), made and
  * checked as the role starts, not at its first write hours in: 0, PD_EINVAL
  * where the path is wrong (a file, no permission, a read-only filesystem:

@@ -19,11 +19,11 @@
  */
 #include "lstate.h"
 #include "recipe.h"
+#include "../core/fs.h"
 #include "../core/pd.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -256,9 +256,7 @@ static int io_fault(lua_State *L)
 {
     int code = (int)luaL_optinteger(L, 1, 0);
     const char *msg = luaL_optstring(L, 2, "");
-    int recipe = code == ENOENT || code == ENOTDIR || code == EISDIR || code == EACCES || code == EPERM ||
-                 code == ENAMETOOLONG || code == ELOOP || code == ENXIO || code == ENODEV;
-    int fault = !recipe && code != 0 && *msg;
+    int fault = code != 0 && !pd_path_errno(code) && *msg;
     if (fault) snprintf(limits_of(L)->io_msg, sizeof limits_of(L)->io_msg, "%s", msg);
     lua_pushboolean(L, fault);
     return 1;
