@@ -657,7 +657,7 @@ static void cpu_gather(float *out, const float *table, const int32_t *ids, int n
 {
     for (int i = 0; i < n; i++) {
         if (i + PD_AHEAD < n) PD_PREFETCH_ROW(table + (size_t)ids[i + PD_AHEAD] * dim, dim, 0);
-        memcpy(out + (size_t)i * dim, table + (size_t)ids[i] * dim, (size_t)dim * sizeof *out);
+        pd_copy_row(out + (size_t)i * dim, table + (size_t)ids[i] * dim, (size_t)dim * sizeof *out);
     }
 }
 
@@ -684,7 +684,7 @@ static void cpu_seq_pool_forward(int pool, float *out, const float *in, const in
             continue;
         }
         const float *first = in + (size_t)off[i] * dim;
-        memcpy(o, first, (size_t)dim * sizeof *o);
+        pd_copy_row(o, first, (size_t)dim * sizeof *o);
         if (pool == PD_POOL_MAX)
             for (int c = 0; c < dim; c++) argmax[(size_t)i * dim + c] = off[i];
         for (int r = off[i] + 1; r < off[i + 1]; r++) {
@@ -734,7 +734,7 @@ static void cpu_copy_cols(float *dst, int ldd, const float *src, int lds, int ro
         if (acc)
             for (int c = 0; c < cols; c++) d[c] += s[c];
         else
-            memcpy(d, s, (size_t)cols * sizeof *d);
+            pd_copy_row(d, s, (size_t)cols * sizeof *d);
     }
 }
 
@@ -892,8 +892,10 @@ static void cpu_class_error(float *out, const float *pred, const int32_t *label,
 
 static void cpu_set_rows(float *table, const float *src, const int32_t *ids, int n, int dim)
 {
-    for (int i = 0; i < n; i++)
-        memcpy(table + (size_t)ids[i] * dim, src + (size_t)i * dim, (size_t)dim * sizeof *src);
+    for (int i = 0; i < n; i++) {
+        if (i + PD_AHEAD < n) PD_PREFETCH_ROW(table + (size_t)ids[i + PD_AHEAD] * dim, dim, 1);
+        pd_copy_row(table + (size_t)ids[i] * dim, src + (size_t)i * dim, (size_t)dim * sizeof *src);
+    }
 }
 
 static void cpu_zero_rows(float *table, const int32_t *ids, int n, int dim)

@@ -92,6 +92,26 @@ char *pd_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
         __builtin_prefetch(r_ + (size_t)(n) - 1, (w), 0);                    \
     } while (0)
 
+/* Copy one row (n bytes: tens to a few hundred) with plain vector moves.
+ * musl's memcpy starts a `rep movs` for each call, which is slow to start
+ * and slower still where the lines are another core's: rows gathered into
+ * a pserver's ring and copied out of it cost 2 to 3 times these moves
+ * (docs/performance.md, "Rows copied with plain moves"). Compiles to no
+ * call: every copy is of a constant size. (__restrict: CUDA's C++
+ * includes this file too.) */
+static inline void pd_copy_row(void *__restrict dst, const void *__restrict src, size_t n)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) __builtin_memcpy(d + i, s + i, 32);
+    if (n - i >= 16) { __builtin_memcpy(d + i, s + i, 16); i += 16; }
+    if (n - i >= 8) { __builtin_memcpy(d + i, s + i, 8); i += 8; }
+    if (n - i >= 4) { __builtin_memcpy(d + i, s + i, 4); i += 4; }
+    if (n - i >= 2) { __builtin_memcpy(d + i, s + i, 2); i += 2; }
+    if (i < n) d[i] = s[i];
+}
+
 /* Monotonic seconds. */
 double pd_now(void);
 /* Wall-clock seconds since the epoch. */

@@ -812,7 +812,7 @@ static int push_keys(pd_client *c, pd_net *net, int t, pd_param *p, int *pending
             int32_t r = p->touched[i];
             if (pd_hash_owner(p->keys[r], c->np) != s) continue;
             keys[n] = p->keys[r];
-            memcpy(vals + (size_t)n * p->cols, touched_row(net, p, g, i), (size_t)p->cols * sizeof(float));
+            pd_copy_row(vals + (size_t)n * p->cols, touched_row(net, p, g, i), (size_t)p->cols * sizeof(float));
             n++;
         }
         rc = pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PUSH_KEYS, (uint32_t)t, (uint32_t)n, keys, (size_t)n * 8,
@@ -1312,7 +1312,7 @@ static int push_rows(pd_client *c, pd_net *net, int t, pd_param *p)
             if (pd_row_owner(l, p->touched[i]) == s) n++;
         pd_conn *k = sparse_conn(c, s, t);
         size_t row = (size_t)p->cols * 4, len = (size_t)n * 4 + (size_t)n * row;
-        uint8_t *ids = pd_conn_reserve(k, PD_MSG_PUSH_ROWS, len);
+        uint8_t *ids = pd_conn_reserve(k, PD_MSG_PUSH_ROWS, len, (size_t)n * 4);
         if (!ids) return pd_err_wrap(PD_ERANGE, "table '%s'", p->name);
         uint8_t *vals = ids + (size_t)n * 4;
         int j = 0;
@@ -1320,7 +1320,7 @@ static int push_rows(pd_client *c, pd_net *net, int t, pd_param *p)
             int32_t id = p->touched[i];
             if (pd_row_owner(l, id) != s) continue;
             memcpy(ids + 4 * (size_t)j, &id, 4);
-            memcpy(vals + (size_t)j * row, touched_row(net, p, g, i), row);
+            pd_conn_fill(k, vals + (size_t)j * row, touched_row(net, p, g, i), row);
             j++;
         }
         pd_conn_commit(k, PD_MSG_PUSH_ROWS, (uint32_t)t, (uint32_t)n, len);

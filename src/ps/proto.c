@@ -602,10 +602,10 @@ static int may_queue(pd_conn *c, int type, size_t len)
 
 /* Room for a payload of len bytes in the ring to the peer (at
  * c->ring_start), or NULL: no ring, a small payload, or no room now. */
-static uint8_t *ring_room(pd_conn *c, size_t len)
+static uint8_t *ring_room(pd_conn *c, size_t len, size_t line_at)
 {
     if (!c->rings || len < PD_RING_MIN) return NULL;
-    return pd_ring_room(&c->rings->tx, len, &c->ring_start);
+    return pd_ring_room(&c->rings->tx, len, line_at, &c->ring_start);
 }
 
 /* The payload written at ring_room's place: queue the RING_FRAME that
@@ -633,10 +633,10 @@ int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, 
     size_t len = n1 + n2;
     int rc = may_queue(c, type, len);
     if (rc < 0) return rc;
-    uint8_t *r = ring_room(c, len);
+    uint8_t *r = ring_room(c, len, n2 ? n1 : 0);
     if (r) {
-        memcpy(r, p1, n1);
-        if (n2) memcpy(r + n1, p2, n2);
+        pd_ring_copy(r, p1, n1);
+        if (n2) pd_ring_copy(r + n1, p2, n2);
         ring_commit(c, type, a, b, len, n2 == 0 && n1 >= DIRECT_MIN);
         return 0;
     }
@@ -650,14 +650,22 @@ int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, 
     return 0;
 }
 
-uint8_t *pd_conn_reserve(pd_conn *c, int type, size_t len)
+uint8_t *pd_conn_reserve(pd_conn *c, int type, size_t len, size_t line_at)
 {
     if (may_queue(c, type, len) < 0) return NULL;
-    uint8_t *r = ring_room(c, len);
+    uint8_t *r = ring_room(c, len, line_at);
     c->ring_reserved = r != NULL;
     if (r) return r;
     out_reserve(c, PD_HEADER_SIZE + len);
     return c->out + c->out_len + PD_HEADER_SIZE;
+}
+
+void pd_conn_fill(const pd_conn *c, void *dst, const void *src, size_t n)
+{
+    if (c->ring_reserved)
+        pd_ring_copy(dst, src, n);
+    else
+        pd_copy_row(dst, src, n);
 }
 
 void pd_conn_commit(pd_conn *c, int type, uint32_t a, uint32_t b, size_t len)

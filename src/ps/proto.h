@@ -128,8 +128,14 @@ int pd_conn_queue(pd_conn *c, int type, uint32_t a, uint32_t b, const void *p1, 
 /* A frame built in place: pd_conn_reserve returns room for len payload
  * bytes at the end of the output (valid until the next call on c), or NULL
  * (message set) where pd_conn_queue would refuse the frame; the caller
- * writes the payload there and pd_conn_commit queues it. No copy. */
-uint8_t *pd_conn_reserve(pd_conn *c, int type, size_t len);
+ * writes the payload there, with pd_conn_fill, and pd_conn_commit queues
+ * it. No copy. In a ring, the payload's byte line_at (where its rows begin)
+ * starts a cache line. */
+uint8_t *pd_conn_reserve(pd_conn *c, int type, size_t len, size_t line_at);
+/* Copy n bytes into the room pd_conn_reserve gave: into a ring with
+ * pd_ring_copy's stores (the peer's core reads them next), into the output
+ * buffer with plain ones (this core's kernel does). */
+void pd_conn_fill(const pd_conn *c, void *dst, const void *src, size_t n);
 void pd_conn_commit(pd_conn *c, int type, uint32_t a, uint32_t b, size_t len);
 /* The trainer's side of shared memory, right after the handshake of a
  * Unix socket: create the rings, pass them to the pserver (RING) and wait

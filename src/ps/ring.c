@@ -3,6 +3,9 @@
 #include "../core/pd.h"
 
 #include <errno.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -75,19 +78,39 @@ void pd_rings_free(pd_rings *r)
     memset(r, 0, sizeof *r);
 }
 
-uint8_t *pd_ring_room(pd_ring *t, size_t n, uint64_t *start)
+uint8_t *pd_ring_room(pd_ring *t, size_t n, size_t line_at, uint64_t *start)
 {
     uint64_t done = __atomic_load_n(t->done, __ATOMIC_ACQUIRE);
     if (n > t->size || done > t->pos || t->pos - done > t->size) return NULL;
-    size_t off = (size_t)(t->pos % t->size);
-    uint64_t s = off + n > t->size ? t->pos + (t->size - off) : t->pos; /* no payload wraps */
-    if (s + n - done > t->size) return NULL;
+    /* the smallest start at or after pos that puts byte line_at on a line's
+     * start (the ring's size is a whole number of lines) */
+    uint64_t s = t->pos + (PD_RING_LINE - (t->pos + line_at) % PD_RING_LINE) % PD_RING_LINE;
+    size_t off = (size_t)(s % t->size);
+    if (off + n > t->size) /* no payload wraps: the ring's start, moved on as far */
+        s += t->size - off + (PD_RING_LINE - line_at % PD_RING_LINE) % PD_RING_LINE;
+    if (s % t->size + n > t->size || s + n - done > t->size) return NULL;
     *start = s;
     return t->data + s % t->size;
 }
 
+void pd_ring_copy(void *dst, const void *src, size_t n)
+{
+#ifdef __SSE2__
+    if ((uintptr_t)dst % 16 == 0 && n % 16 == 0) {
+        __m128i *d = dst;
+        const __m128i *s = src;
+        for (size_t i = 0; i < n / 16; i++) _mm_stream_si128(d + i, _mm_loadu_si128(s + i));
+        return;
+    }
+#endif
+    pd_copy_row(dst, src, n);
+}
+
 void pd_ring_wrote(pd_ring *t, uint64_t start, size_t n)
 {
+#ifdef __SSE2__
+    _mm_sfence();
+#endif
     t->pos = start + n;
 }
 

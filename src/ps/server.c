@@ -476,11 +476,11 @@ static int answer_rows(server *s, waiter w, int ti, const uint8_t *ids, uint32_t
     sconn *c = waiter_conn(s, w);
     if (!c) return 0;
     size_t bytes = (size_t)n * tb->dim * sizeof(float);
-    uint8_t *v = pd_conn_reserve(&c->c, PD_MSG_ROWS, bytes);
+    uint8_t *v = pd_conn_reserve(&c->c, PD_MSG_ROWS, bytes, 0);
     if (!v) return PD_ERANGE; /* message set */
     s->rows_pulled += n;
     for (uint32_t i = 0; i < n; i++)
-        memcpy(v + (size_t)i * tb->dim * sizeof(float),
+        pd_conn_fill(&c->c, v + (size_t)i * tb->dim * sizeof(float),
                tb->w + (size_t)pd_row_local(&s->lay, (int32_t)rd32(ids + 4 * (size_t)i)) * tb->dim,
                (size_t)tb->dim * sizeof(float));
     pd_conn_commit(&c->c, PD_MSG_ROWS, (uint32_t)ti, n, bytes);

@@ -530,7 +530,7 @@ PD_TEST(proto_frames_read_ahead_come_out_in_order)
     memset(text, 'x', sizeof text);
     for (int i = 0; i < 3; i++) CHECK(pd_conn_queue(&w, PD_MSG_HEARTBEAT, (uint32_t)i, 0, NULL, 0, NULL, 0) == 0);
     CHECK(pd_conn_queue(&w, PD_MSG_ERROR, 7, 0, text, sizeof text, NULL, 0) == 0);
-    uint8_t *v = pd_conn_reserve(&w, PD_MSG_ROWS, 12);
+    uint8_t *v = pd_conn_reserve(&w, PD_MSG_ROWS, 12, 0);
     CHECK(v != NULL);
     memcpy(v, "twelve bytes", 12);
     pd_conn_commit(&w, PD_MSG_ROWS, 1, 2, 12);
@@ -560,9 +560,9 @@ PD_TEST(proto_frames_read_ahead_come_out_in_order)
     CHECK(!pd_conn_buffered(&r));
     /* a frame built in place is refused as pd_conn_queue refuses it */
     w.max_out = 100;
-    CHECK(pd_conn_reserve(&w, PD_MSG_ROWS, 200) == NULL);
+    CHECK(pd_conn_reserve(&w, PD_MSG_ROWS, 200, 0) == NULL);
     CHECK_CONTAINS(pd_err_msg(), "limit on queued output");
-    CHECK(pd_conn_reserve(&w, PD_MSG_ROWS, (size_t)PD_MAX_FRAME + 1) == NULL);
+    CHECK(pd_conn_reserve(&w, PD_MSG_ROWS, (size_t)PD_MAX_FRAME + 1, 0) == NULL);
     CHECK_EQ_INT((int)w.out_len, 0);
     pd_conn_free(&w);
     pd_conn_free(&r);

@@ -63,7 +63,7 @@ PD_TEST(ring_payloads_come_out_in_order_with_the_socket_frames)
     uint8_t *block = pattern(16384, 1), *rows = pattern(8192, 2), *large1 = pattern(big, 3), *large2 = pattern(big, 4);
     CHECK(pd_conn_queue(&w, PD_MSG_HEARTBEAT, 1, 0, NULL, 0, NULL, 0) == 0);
     CHECK(pd_conn_queue(&w, PD_MSG_BLOCK_VALUES, 5, 6, block, 16384, NULL, 0) == 0); /* the ring */
-    uint8_t *v = pd_conn_reserve(&w, PD_MSG_ROWS, 8192);                             /* the ring */
+    uint8_t *v = pd_conn_reserve(&w, PD_MSG_ROWS, 8192, 0);                             /* the ring */
     CHECK(v != NULL);
     memcpy(v, rows, 8192);
     pd_conn_commit(&w, PD_MSG_ROWS, 7, 8, 8192);
@@ -148,6 +148,66 @@ static int forged(pd_conn *w, pd_conn *r, uint32_t type, uint32_t len, uint64_t 
     for (int i = 0; i < 8; i++) ref[8 + i] = (uint8_t)(start >> 8 * i);
     CHECK(pd_conn_queue(w, PD_MSG_RING_FRAME, 0, 0, ref, sizeof ref, NULL, 0) == 0);
     return next(w, r, f);
+}
+
+/* Where a payload starts: its byte line_at on a 64-byte line, never
+ * before what was written, never across the ring's end; and what is
+ * copied there, aligned or not, comes out the same. */
+PD_TEST(ring_payload_values_start_on_a_line)
+{
+    pd_rings w, r;
+    int fd = pd_rings_create(&w, PD_RING_SIZE);
+    CHECK(fd >= 0);
+    CHECK(pd_rings_map(&r, fd, PD_RING_SIZE) == 0);
+    close(fd);
+    uint8_t *src = pattern(70000, 7);
+    uint64_t start = 0;
+    size_t lens[] = {4100, 8192, 6000, 65536, 5000, 4444};
+    size_t line_at[] = {0, 12, 0, 400, 36, 4};
+    for (int round = 0; round < 120; round++) {
+        size_t k = (size_t)round % PD_COUNT(lens), n = lens[k];
+        uint64_t before = w.tx.pos;
+        uint8_t *p = pd_ring_room(&w.tx, n, line_at[k], &start);
+        CHECK(p != NULL);
+        CHECK(start >= before);
+        CHECK((start + line_at[k]) % PD_RING_LINE == 0);
+        CHECK(start % PD_RING_SIZE + n <= PD_RING_SIZE);
+        CHECK(start - before < PD_RING_LINE || start % PD_RING_SIZE < PD_RING_LINE);
+        /* a value part that starts on a line goes with streaming stores,
+         * the ids before it with plain ones */
+        pd_ring_copy(p, src + round, line_at[k]);
+        pd_ring_copy(p + line_at[k], src + round + line_at[k], n - line_at[k]);
+        pd_ring_wrote(&w.tx, start, n);
+        const uint8_t *q = pd_ring_at(&r.rx, start, n);
+        CHECK(q != NULL);
+        CHECK(memcmp(q, src + round, n) == 0);
+        pd_ring_read(&r.rx, start, n);
+    }
+    CHECK(w.tx.pos > (uint64_t)PD_RING_SIZE); /* it went round */
+    /* no room for more than the ring holds, aligned or not */
+    CHECK(pd_ring_room(&w.tx, PD_RING_SIZE - 8, 4, &start) == NULL);
+    pd_rings_free(&w);
+    pd_rings_free(&r);
+    free(src);
+}
+
+PD_TEST(ring_copy_and_row_copy_copy_every_length)
+{
+    uint8_t *src = pattern(600, 9);
+    uint8_t *buf = aligned_alloc(64, 704);
+    for (size_t off = 0; off < 64; off += 4)
+        for (size_t n = 0; n <= 520; n++) {
+            memset(buf, 0xEE, 704);
+            pd_ring_copy(buf + off, src + 1, n);
+            CHECK(memcmp(buf + off, src + 1, n) == 0);
+            CHECK(buf[off + n] == 0xEE && (off == 0 || buf[off - 1] == 0xEE));
+            memset(buf, 0xEE, 704);
+            pd_copy_row(buf + off + 1, src, n);
+            CHECK(memcmp(buf + off + 1, src, n) == 0);
+            CHECK(buf[off + 1 + n] == 0xEE && buf[off] == 0xEE);
+        }
+    free(buf);
+    free(src);
 }
 
 PD_TEST(ring_references_outside_the_ring_are_refused)
