@@ -93,12 +93,10 @@ char *pd_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
     } while (0)
 
 /* Copy one row (n bytes: tens to a few hundred) with plain vector moves.
- * musl's memcpy starts a `rep movs` for each call, which is slow to start
- * and slower still where the lines are another core's: rows gathered into
- * a pserver's ring and copied out of it cost 2 to 3 times these moves
- * (docs/performance.md, "Rows copied with plain moves"). Compiles to no
- * call: every copy is of a constant size. (__restrict: CUDA's C++
- * includes this file too.) */
+ * musl's memcpy starts a `rep movs` for each call: rows gathered that way
+ * took up to 2.7 times as long (docs/performance.md, "Rows copied with
+ * plain moves"). Compiles to no call: every move is of a constant size.
+ * (__restrict: CUDA's C++ includes this file too.) */
 static inline void pd_copy_row(void *__restrict dst, const void *__restrict src, size_t n)
 {
     unsigned char *d = (unsigned char *)dst;
