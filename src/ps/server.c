@@ -156,7 +156,7 @@ typedef struct server {
     long moved;             /* frames of this life that changed the job (pushes, pass ends, saves) */
     int disagreed;          /* a trainer found the pservers resumed from different checkpoints */
     double disagreed_at;
-    int forget_earlier;     /* a new job: at its first change, pd_ckpt_forget_earlier */
+    int forget_earlier;     /* a new job: before its first change, pd_ckpt_forget_earlier */
     char fatal_why[400];
     long rows_pulled, rows_pushed;  /* sparse rows moved (this pass) */
     double pass_started;
@@ -1860,9 +1860,16 @@ static void on_readable(server *s, int slot)
             return;
         }
         if (rc == 0) break;
+        if (s->forget_earlier && c->state == ST_READY && changes_job(f.type)) {
+            /* the trainers agreed on a new job, and it moves: before the
+             * change is applied, so that a pserver that dies applying it,
+             * restarted with --resume as the trainers reported a batch,
+             * finds no earlier job's marker here (they forgot theirs) */
+            s->forget_earlier = 0;
+            pd_ckpt_forget_earlier(s->r->checkpoint_dir);
+        }
         int frc = on_frame(s, slot, &f);
-        if (frc == 0 && changes_job(f.type) && s->moved++ == 0 && s->forget_earlier)
-            pd_ckpt_forget_earlier(s->r->checkpoint_dir); /* the trainers agreed: a new job */
+        if (frc == 0 && changes_job(f.type)) s->moved++;
         if (frc < 0) {
             /* an authenticated peer is told why; an unauthenticated one
              * got its answer from the handshake, if any */
@@ -2126,7 +2133,7 @@ int pd_server_run(const pd_recipe *r, const pd_server_opts *o)
         rc = 0;
         s->ready = 1;
     }
-    /* a new job: the earlier one's markers go once this one really moved */
+    /* a new job: the earlier one's markers go as this one first moves */
     s->forget_earlier = !o->resume && r->checkpoint_dir;
     s->conns = pd_xcalloc(MAX_CONNS, sizeof *s->conns);
     s->dirty = pd_xmalloc(LIST_CAP * sizeof *s->dirty);
