@@ -191,6 +191,56 @@ PD_TEST(ring_payload_values_start_on_a_line)
     free(src);
 }
 
+/* The room a payload needs counts the bytes skipped to put its values on
+ * a line: with a payload still unread, the largest that fits after the
+ * skip is given room and one byte more is not. A frame built in place
+ * with pd_conn_fill and one queued in two parts come out whole. */
+PD_TEST(ring_room_counts_the_bytes_skipped_for_the_line)
+{
+    pd_rings w, r;
+    int fd = pd_rings_create(&w, PD_RING_SIZE);
+    CHECK(fd >= 0);
+    CHECK(pd_rings_map(&r, fd, PD_RING_SIZE) == 0);
+    close(fd);
+    uint64_t start;
+    /* 4000 bytes written and read; then, 32 bytes on, a payload up to the
+     * ring's end, left unread: 4000 bytes free at the ring's start */
+    CHECK(pd_ring_room(&w.tx, 4000, 0, &start) != NULL && start == 0);
+    pd_ring_wrote(&w.tx, start, 4000);
+    CHECK(pd_ring_at(&r.rx, start, 4000) != NULL);
+    pd_ring_read(&r.rx, start, 4000);
+    CHECK(pd_ring_room(&w.tx, PD_RING_SIZE - 4032, 0, &start) != NULL && start == 4032);
+    pd_ring_wrote(&w.tx, start, PD_RING_SIZE - 4032);
+    /* byte 4 on a line: 60 bytes skipped at the ring's start */
+    CHECK(pd_ring_room(&w.tx, 3941, 4, &start) == NULL);
+    CHECK(pd_ring_room(&w.tx, 3940, 4, &start) != NULL && start == PD_RING_SIZE + 60);
+    pd_rings_free(&w);
+    pd_rings_free(&r);
+
+    pd_conn cw, cr;
+    pair(&cw, &cr, 1);
+    uint8_t *ids = pattern(64, 11), *rows = pattern(16384, 12);
+    uint8_t *v = pd_conn_reserve(&cw, PD_MSG_PUSH_ROWS, 12 + 8192, 12);
+    CHECK(v != NULL && cw.ring_reserved);
+    CHECK((uintptr_t)(v + 12) % PD_RING_LINE == 0);
+    memcpy(v, ids, 12);
+    for (int i = 0; i < 64; i++) pd_conn_fill(&cw, v + 12 + 128 * (size_t)i, rows + 128 * (size_t)i, 128);
+    pd_conn_commit(&cw, PD_MSG_PUSH_ROWS, 1, 3, 12 + 8192);
+    CHECK(pd_conn_queue(&cw, PD_MSG_PUSH_KEYS, 2, 5, ids, 40, rows, 8000) == 0); /* the ring, two parts */
+    CHECK((cw.rings->tx.pos - 8000) % PD_RING_LINE == 0);                       /* its values on a line */
+    pd_frame f;
+    CHECK(next(&cw, &cr, &f) == 1);
+    CHECK(f.type == PD_MSG_PUSH_ROWS && f.a == 1 && f.b == 3 && f.len == 12 + 8192);
+    CHECK(memcmp(f.payload, ids, 12) == 0 && memcmp(f.payload + 12, rows, 8192) == 0);
+    CHECK(next(&cw, &cr, &f) == 1);
+    CHECK(f.type == PD_MSG_PUSH_KEYS && f.a == 2 && f.b == 5 && f.len == 8040);
+    CHECK(memcmp(f.payload, ids, 40) == 0 && memcmp(f.payload + 40, rows, 8000) == 0);
+    pd_conn_free(&cw);
+    pd_conn_free(&cr);
+    free(ids);
+    free(rows);
+}
+
 PD_TEST(ring_copy_and_row_copy_copy_every_length)
 {
     uint8_t *src = pattern(600, 9);
