@@ -132,8 +132,10 @@ static void small_gemm(int ta, int tb, int m, int n, int k, float alpha, const f
 #define CROWD_CHECK_NS 20e6   /* how often a worker looks at how crowded the machine is */
 
 #define SPLIT_OPT (1L << 17) /* elements below which one thread runs an optimizer update */
+#define SPLIT_ROWS (1L << 15) /* floats a table-row update moves below which one thread runs it */
 
-/* A block of a product, or (h set) a slice of an optimizer update. */
+/* A block of a product, (h set) a slice of an optimizer update, or (range
+ * set) rows lo..hi of a table's rows, range(args, lo, hi). */
 typedef struct gemm_part {
     int ta, tb, m, n, k;
     float alpha, beta;
@@ -144,6 +146,9 @@ typedef struct gemm_part {
     float *w, *s1, *s2;
     const float *g;
     size_t len;
+    void (*range)(const void *args, int lo, int hi);
+    const void *args;
+    int lo, hi;
 } gemm_part;
 
 static struct {
@@ -193,6 +198,10 @@ static void opt_update_serial(const pd_opt_hyper *h, float *w, const float *g, f
 
 static void run_part(const gemm_part *p)
 {
+    if (p->range) {
+        p->range(p->args, p->lo, p->hi);
+        return;
+    }
     if (p->h) {
         opt_update_serial(p->h, p->w, p->g, p->s1, p->s2, p->len);
         return;
@@ -465,6 +474,40 @@ static void run_parts(int parts)
         pthread_mutex_unlock(&gp.mu);
     }
 }
+
+/* Rows 0..n of an operation on a table's rows (distinct rows: each written
+ * by one thread, so the result is the same bit for bit), cut in one slice
+ * per thread where the floats it moves (work) are worth a hand-off, else
+ * run here. Only operations on rows scattered over a large table are cut:
+ * they wait on memory a row at a time, and the rows they write are not
+ * read next by the caller. A gather or a copy of a layer's values is not:
+ * what the worker's core wrote, the caller's core reads next, and its
+ * lines crossing between the cores cost what the cut saved (the
+ * recommender's step was slower with those cut). */
+static void run_split(void (*range)(const void *, int, int), const void *args, int n, long work)
+{
+    int threads;
+    if (work < SPLIT_ROWS || n < 2 || (threads = pool_threads()) < 2) {
+        range(args, 0, n);
+        return;
+    }
+    int parts = PD_MIN(threads, n);
+    pthread_mutex_lock(&gp.mu);
+    for (int i = 0; i < parts; i++)
+        gp.part[i] = (gemm_part){.range = range, .args = args, .lo = (int)((long)n * i / parts),
+                                 .hi = (int)((long)n * (i + 1) / parts)};
+    run_parts(parts);
+}
+
+/* What the slices of a row operation share (each uses what it needs). */
+typedef struct row_args {
+    float *dst;
+    const float *src;
+    const int32_t *ids;
+    int dim;
+    const pd_opt_hyper *h;
+    float *s1, *s2;
+} row_args;
 
 static void cpu_axpy(size_t n, float alpha, const float *x, float *y)
 {
@@ -890,37 +933,68 @@ static void cpu_class_error(float *out, const float *pred, const int32_t *label,
     }
 }
 
+/* set_rows, zero_rows and opt_update_rows get distinct ids (backend.h):
+ * their rows are cut among threads as they come. */
+static void set_rows_range(const void *args, int lo, int hi)
+{
+    const row_args *a = args;
+    const int32_t *ids = a->ids;
+    int dim = a->dim;
+    for (int i = lo; i < hi; i++) {
+        if (i + PD_AHEAD < hi) PD_PREFETCH_ROW(a->dst + (size_t)ids[i + PD_AHEAD] * dim, dim, 1);
+        pd_copy_row(a->dst + (size_t)ids[i] * dim, a->src + (size_t)i * dim, (size_t)dim * sizeof *a->src);
+    }
+}
+
 static void cpu_set_rows(float *table, const float *src, const int32_t *ids, int n, int dim)
 {
-    for (int i = 0; i < n; i++) {
-        if (i + PD_AHEAD < n) PD_PREFETCH_ROW(table + (size_t)ids[i + PD_AHEAD] * dim, dim, 1);
-        pd_copy_row(table + (size_t)ids[i] * dim, src + (size_t)i * dim, (size_t)dim * sizeof *src);
-    }
+    row_args a = {.dst = table, .src = src, .ids = ids, .dim = dim};
+    run_split(set_rows_range, &a, n, (long)n * dim);
+}
+
+static void zero_rows_range(const void *args, int lo, int hi)
+{
+    const row_args *a = args;
+    for (int i = lo; i < hi; i++) memset(a->dst + (size_t)a->ids[i] * a->dim, 0, (size_t)a->dim * sizeof *a->dst);
 }
 
 static void cpu_zero_rows(float *table, const int32_t *ids, int n, int dim)
 {
-    for (int i = 0; i < n; i++) memset(table + (size_t)ids[i] * dim, 0, (size_t)dim * sizeof *table);
+    row_args a = {.dst = table, .ids = ids, .dim = dim};
+    run_split(zero_rows_range, &a, n, (long)n * dim);
 }
 
 static void cpu_opt_update(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n);
 
 /* Row by row, the rows PD_AHEAD further on fetched meanwhile (they are
  * scattered over a table larger than the caches). */
-static void cpu_opt_update_rows(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2,
-                                const int32_t *ids, int n, int dim)
+static void opt_update_rows_range(const void *args, int lo, int hi)
 {
-    for (int k = 0; k < n; k++) {
+    const row_args *a = args;
+    const pd_opt_hyper *h = a->h;
+    float *w = a->dst, *s1 = a->s1, *s2 = a->s2;
+    const float *g = a->src;
+    const int32_t *ids = a->ids;
+    int dim = a->dim;
+    for (int k = lo; k < hi; k++) {
         size_t off = (size_t)ids[k] * dim;
-        if (k + PD_AHEAD < n) {
+        if (k + PD_AHEAD < hi) {
             size_t ahead = (size_t)ids[k + PD_AHEAD] * dim;
             PD_PREFETCH_ROW(w + ahead, dim, 1);
             PD_PREFETCH_ROW(g + ahead, dim, 0);
             if (s1) PD_PREFETCH_ROW(s1 + ahead, dim, 1);
             if (s2) PD_PREFETCH_ROW(s2 + ahead, dim, 1);
         }
-        cpu_opt_update(h, w + off, g + off, s1 ? s1 + off : NULL, s2 ? s2 + off : NULL, (size_t)dim);
+        /* not cpu_opt_update: a slice must not cut its work again */
+        opt_update_serial(h, w + off, g + off, s1 ? s1 + off : NULL, s2 ? s2 + off : NULL, (size_t)dim);
     }
+}
+
+static void cpu_opt_update_rows(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2,
+                                const int32_t *ids, int n, int dim)
+{
+    row_args a = {.dst = w, .src = g, .ids = ids, .dim = dim, .h = h, .s1 = s1, .s2 = s2};
+    run_split(opt_update_rows_range, &a, n, (long)n * dim);
 }
 
 /* A large update is cut in slices (at multiples of 16 elements) run on the

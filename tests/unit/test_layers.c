@@ -880,6 +880,73 @@ PD_TEST(fc_fused_tail_matches_ops)
     }
 }
 
+/* Random floats in [-0.5, 0.5) into each of n-float x and y (the same). */
+static void fill_twice(float *x, float *y, size_t n, uint64_t *rng)
+{
+    for (size_t i = 0; i < n; i++) x[i] = y[i] = (float)(pd_rng_uniform(rng) - 0.5);
+}
+
+/* Updates of a table's rows large enough to be cut between threads (rows
+ * written, zeroed, updated by Adam) give, bit for bit, what one thread
+ * gives: each row is written by one thread, with the same arithmetic. A
+ * gather is not cut, and must give the same either way too. */
+PD_TEST(row_ops_cut_between_threads)
+{
+    const pd_backend *be = &pd_backend_cpu;
+    enum { ROWS = 50000, DIM = 9, N = 8001 }; /* N / 2 rows of DIM: over the split size */
+    uint64_t rng = 17;
+    float *t[2], *o[2], *s1[2], *s2[2];
+    float *src = malloc((size_t)N * DIM * sizeof *src), *g = malloc((size_t)ROWS * DIM * sizeof *g);
+    int32_t *ids = malloc(N * sizeof *ids);
+    uint8_t *used = calloc(ROWS, 1);
+    for (int i = 0; i < N; i++) { /* distinct, in no order */
+        int id;
+        do id = (int)(pd_rng_uniform(&rng) * ROWS); while (used[id]);
+        used[id] = 1;
+        ids[i] = id;
+    }
+    for (int k = 0; k < 2; k++) {
+        t[k] = malloc((size_t)ROWS * DIM * sizeof(float));
+        s1[k] = malloc((size_t)ROWS * DIM * sizeof(float));
+        s2[k] = malloc((size_t)ROWS * DIM * sizeof(float));
+        o[k] = malloc((size_t)N * DIM * sizeof(float));
+    }
+    fill_twice(src, src, (size_t)N * DIM, &rng);
+    fill_twice(t[0], t[1], (size_t)ROWS * DIM, &rng);
+    fill_twice(g, g, (size_t)ROWS * DIM, &rng);
+    fill_twice(s1[0], s1[1], (size_t)ROWS * DIM, &rng);
+    for (size_t i = 0; i < (size_t)ROWS * DIM; i++) s2[0][i] = s2[1][i] = 0.25f;
+    pd_opt_hyper h = {.type = PD_OPT_ADAM, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-6f, .t = 2};
+    for (int op = 0; op < 4; op++) {
+        fill_twice(o[0], o[1], (size_t)N * DIM, &rng);
+        for (int k = 0; k < 2; k++) {
+            pd_blas_threads(k ? 1 : 3); /* cut in three, then whole */
+            switch (op) {
+            case 0: be->set_rows(t[k], src, ids, N, DIM); break;
+            case 1: be->opt_update_rows(&h, t[k], g, s1[k], s2[k], ids, N, DIM); break;
+            case 2: be->zero_rows(t[k], ids + 1, N / 2, DIM); break;
+            default: be->gather(o[k], t[k], ids, N, DIM);
+            }
+        }
+        pd_blas_threads(1);
+        if (memcmp(t[0], t[1], (size_t)ROWS * DIM * sizeof(float)) ||
+            memcmp(o[0], o[1], (size_t)N * DIM * sizeof(float)) ||
+            memcmp(s1[0], s1[1], (size_t)ROWS * DIM * sizeof(float)) ||
+            memcmp(s2[0], s2[1], (size_t)ROWS * DIM * sizeof(float)))
+            pd_test_fail(__FILE__, __LINE__, "row operation %d: cut between threads differs from whole", op);
+    }
+    for (int k = 0; k < 2; k++) {
+        free(t[k]);
+        free(s1[k]);
+        free(s2[k]);
+        free(o[k]);
+    }
+    free(src);
+    free(g);
+    free(ids);
+    free(used);
+}
+
 /* A product big enough to be cut between threads gives what OpenBLAS
  * gives for it whole, for every transpose and both betas, to float
  * rounding (OpenBLAS's blocking of a block differs from the whole's). */

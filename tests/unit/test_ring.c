@@ -15,6 +15,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* A writer's rings w and a reader's r mapping the same memory. */
+static void ring_pair(pd_rings *w, pd_rings *r)
+{
+    int fd = pd_rings_create(w, PD_RING_SIZE);
+    CHECK(fd >= 0);
+    CHECK(pd_rings_map(r, fd, PD_RING_SIZE) == 0);
+    close(fd);
+}
+
 /* A connected pair, w writing to r, both non-blocking; with rings when
  * rings is set (w created them, r mapped them). */
 static void pair(pd_conn *w, pd_conn *r, int rings)
@@ -28,10 +37,7 @@ static void pair(pd_conn *w, pd_conn *r, int rings)
     if (!rings) return;
     w->rings = malloc(sizeof *w->rings);
     r->rings = malloc(sizeof *r->rings);
-    int fd = pd_rings_create(w->rings, PD_RING_SIZE);
-    CHECK(fd >= 0);
-    CHECK(pd_rings_map(r->rings, fd, PD_RING_SIZE) == 0);
-    close(fd);
+    ring_pair(w->rings, r->rings);
 }
 
 /* The next frame on r, flushing w as the socket takes it: 1, or < 0. */
@@ -156,10 +162,7 @@ static int forged(pd_conn *w, pd_conn *r, uint32_t type, uint32_t len, uint64_t 
 PD_TEST(ring_payload_values_start_on_a_line)
 {
     pd_rings w, r;
-    int fd = pd_rings_create(&w, PD_RING_SIZE);
-    CHECK(fd >= 0);
-    CHECK(pd_rings_map(&r, fd, PD_RING_SIZE) == 0);
-    close(fd);
+    ring_pair(&w, &r);
     uint8_t *src = pattern(70000, 7);
     uint64_t start = 0;
     size_t lens[] = {4100, 8192, 6000, 65536, 5000, 4444};
@@ -198,10 +201,7 @@ PD_TEST(ring_payload_values_start_on_a_line)
 PD_TEST(ring_room_counts_the_bytes_skipped_for_the_line)
 {
     pd_rings w, r;
-    int fd = pd_rings_create(&w, PD_RING_SIZE);
-    CHECK(fd >= 0);
-    CHECK(pd_rings_map(&r, fd, PD_RING_SIZE) == 0);
-    close(fd);
+    ring_pair(&w, &r);
     uint64_t start;
     /* 4000 bytes written and read; then, 32 bytes on, a payload up to the
      * ring's end, left unread: 4000 bytes free at the ring's start */
