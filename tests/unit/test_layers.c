@@ -887,9 +887,10 @@ static void fill_twice(float *x, float *y, size_t n, uint64_t *rng)
 }
 
 /* Updates of a table's rows large enough to be cut between threads (rows
- * written, zeroed, updated by Adam) give, bit for bit, what one thread
- * gives: each row is written by one thread, with the same arithmetic. A
- * gather is not cut, and must give the same either way too. */
+ * written, zeroed, updated by Adam and by plain SGD, which has no state)
+ * give, bit for bit, what one thread gives: each row is written by one
+ * thread, with the same arithmetic. A gather is not cut, and must give
+ * the same either way too. */
 PD_TEST(row_ops_cut_between_threads)
 {
     const pd_backend *be = &pd_backend_cpu;
@@ -917,14 +918,16 @@ PD_TEST(row_ops_cut_between_threads)
     fill_twice(s1[0], s1[1], (size_t)ROWS * DIM, &rng);
     for (size_t i = 0; i < (size_t)ROWS * DIM; i++) s2[0][i] = s2[1][i] = 0.25f;
     pd_opt_hyper h = {.type = PD_OPT_ADAM, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-6f, .t = 2};
-    for (int op = 0; op < 4; op++) {
+    pd_opt_hyper sgd = {.type = PD_OPT_SGD, .lr = 0.1f, .weight_decay = 0.01f};
+    for (int op = 0; op < 5; op++) {
         fill_twice(o[0], o[1], (size_t)N * DIM, &rng);
         for (int k = 0; k < 2; k++) {
             pd_blas_threads(k ? 1 : 3); /* cut in three, then whole */
             switch (op) {
             case 0: be->set_rows(t[k], src, ids, N, DIM); break;
             case 1: be->opt_update_rows(&h, t[k], g, s1[k], s2[k], ids, N, DIM); break;
-            case 2: be->zero_rows(t[k], ids + 1, N / 2, DIM); break;
+            case 2: be->opt_update_rows(&sgd, t[k], g, NULL, NULL, ids + 2, N - 2, DIM); break;
+            case 3: be->zero_rows(t[k], ids + 1, N / 2, DIM); break;
             default: be->gather(o[k], t[k], ids, N, DIM);
             }
         }
