@@ -6,9 +6,11 @@
 #   skip NAME WHY        (what it checks cannot run here; never a pass)
 # A script may hold many cases; the runner counts them.
 
+# (a reason is kept on one line in RESULTS: a screen's "pass 3/10" line in
+# it must not count as a case)
 pass() { echo "pass $1" >>"$RESULTS"; echo "ok: $1"; }
-fail() { echo "fail $1: $2" >>"$RESULTS"; echo "FAILED: $1: $2"; }
-skip() { echo "skip $1: $2" >>"$RESULTS"; echo "SKIPPED: $1: $2"; }
+fail() { echo "fail $1: ${2//$'\n'/ | }" >>"$RESULTS"; echo "FAILED: $1: $2"; }
+skip() { echo "skip $1: ${2//$'\n'/ | }" >>"$RESULTS"; echo "SKIPPED: $1: $2"; }
 
 # check NAME COMMAND... : pass when the command succeeds
 check() {

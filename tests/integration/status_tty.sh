@@ -160,12 +160,24 @@ else
     sshd_fit_a_line_job "$(sshd_free_port)" 'workspace = "."' 'batch_size = 20, passes = 100000, log_period = 1000' \
         >ws/ssh_job.lua
     tm send-keys -t st "clear; $PADDLE run ws/ssh_job.lua; echo EXIT=\$?" Enter
-    if wait_for 'trainer 1 +127\.0\.0\.[23] +training' 60 &&
-        screen | grep -qE '^  pserver 0 +127\.0\.0\.[23] +serving' &&
-        screen | grep -qE '^-- paddle run ws/ssh_job\.lua' && ! screen | grep -q 'paddle-progress'; then
+    ok=0 shot=""
+    if wait_for 'trainer 1 +127\.0\.0\.[23] +training' 60; then
+        # a capture can fall between two writes of a redraw: look a few times
+        for i in $(seq 1 20); do
+            shot=$(screen)
+            grep -q 'paddle-progress' <<<"$shot" && break
+            if grep -qE '^  pserver 0 +127\.0\.0\.[23] +serving' <<<"$shot" &&
+                grep -qE '^-- paddle run ws/ssh_job\.lua' <<<"$shot"; then
+                ok=1
+                break
+            fi
+            sleep 0.1
+        done
+    fi
+    if [ $ok -eq 1 ]; then
         pass ssh_block
     else
-        fail ssh_block "no block with the roles on their hosts: $(screen | tail -n 10)"
+        fail ssh_block "no block with the roles on their hosts: $(tail -n 10 <<<"${shot:-$(screen)}")"
     fi
     tm send-keys -t st C-c
     left=""
