@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <fcntl.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -134,18 +135,14 @@ static void small_gemm(int ta, int tb, int m, int n, int k, float alpha, const f
 #define SPLIT_OPT (1L << 17) /* elements below which one thread runs an optimizer update */
 #define SPLIT_ROWS (1L << 15) /* floats a table-row update moves below which one thread runs it */
 
-/* A block of a product, (h set) a slice of an optimizer update, or (range
- * set) rows lo..hi of a table's rows, range(args, lo, hi). */
+/* A block of a product, or (range set) a slice lo..hi of an elementwise
+ * or row operation, range(args, lo, hi). */
 typedef struct gemm_part {
     int ta, tb, m, n, k;
     float alpha, beta;
     const float *a, *b;
     float *c;
     int lda, ldb, ldc;
-    const pd_opt_hyper *h;
-    float *w, *s1, *s2;
-    const float *g;
-    size_t len;
     void (*range)(const void *args, int lo, int hi);
     const void *args;
     int lo, hi;
@@ -194,16 +191,10 @@ static int run_taken(unsigned long gen)
     return last;
 }
 
-static void opt_update_serial(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n);
-
 static void run_part(const gemm_part *p)
 {
     if (p->range) {
         p->range(p->args, p->lo, p->hi);
-        return;
-    }
-    if (p->h) {
-        opt_update_serial(p->h, p->w, p->g, p->s1, p->s2, p->len);
         return;
     }
     cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans, p->tb ? CblasTrans : CblasNoTrans, p->m, p->n,
@@ -475,19 +466,20 @@ static void run_parts(int parts)
     }
 }
 
-/* Rows 0..n of an operation on a table's rows (distinct rows: each written
- * by one thread, so the result is the same bit for bit), cut in one slice
- * per thread where the floats it moves (work) are worth a hand-off, else
- * run here. Only operations on rows scattered over a large table are cut:
- * they wait on memory a row at a time, and the rows they write are not
+/* Slices 0..n of an operation where no slice reads what another writes
+ * (an elementwise update, or distinct rows of a table: each element is
+ * written by one thread, so the result is the same bit for bit), one
+ * slice per thread where split says the work is worth a hand-off, else
+ * all here. Only optimizer updates and operations on rows scattered over
+ * a large table are cut: they wait on memory, and what they write is not
  * read next by the caller. A gather or a copy of a layer's values is not:
  * what the worker's core wrote, the caller's core reads next, and its
  * lines crossing between the cores cost what the cut saved (the
  * recommender's step was slower with those cut). */
-static void run_split(void (*range)(const void *, int, int), const void *args, int n, long work)
+static void run_split(void (*range)(const void *, int, int), const void *args, int n, int split)
 {
     int threads;
-    if (work < SPLIT_ROWS || n < 2 || (threads = pool_threads()) < 2) {
+    if (!split || n < 2 || (threads = pool_threads()) < 2) {
         range(args, 0, n);
         return;
     }
@@ -499,12 +491,14 @@ static void run_split(void (*range)(const void *, int, int), const void *args, i
     run_parts(parts);
 }
 
-/* What the slices of a row operation share (each uses what it needs). */
+/* What the slices of a row operation or an update share (each uses what
+ * it needs). */
 typedef struct row_args {
     float *dst;
     const float *src;
     const int32_t *ids;
     int dim;
+    size_t len; /* a dense update's elements */
     const pd_opt_hyper *h;
     float *s1, *s2;
 } row_args;
@@ -949,7 +943,7 @@ static void set_rows_range(const void *args, int lo, int hi)
 static void cpu_set_rows(float *table, const float *src, const int32_t *ids, int n, int dim)
 {
     row_args a = {.dst = table, .src = src, .ids = ids, .dim = dim};
-    run_split(set_rows_range, &a, n, (long)n * dim);
+    run_split(set_rows_range, &a, n, (long)n * dim >= SPLIT_ROWS);
 }
 
 static void zero_rows_range(const void *args, int lo, int hi)
@@ -961,10 +955,10 @@ static void zero_rows_range(const void *args, int lo, int hi)
 static void cpu_zero_rows(float *table, const int32_t *ids, int n, int dim)
 {
     row_args a = {.dst = table, .ids = ids, .dim = dim};
-    run_split(zero_rows_range, &a, n, (long)n * dim);
+    run_split(zero_rows_range, &a, n, (long)n * dim >= SPLIT_ROWS);
 }
 
-static void cpu_opt_update(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n);
+static void opt_update_serial(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n);
 
 /* Row by row, the rows PD_AHEAD further on fetched meanwhile (they are
  * scattered over a table larger than the caches). */
@@ -994,27 +988,28 @@ static void cpu_opt_update_rows(const pd_opt_hyper *h, float *w, const float *g,
                                 const int32_t *ids, int n, int dim)
 {
     row_args a = {.dst = w, .src = g, .ids = ids, .dim = dim, .h = h, .s1 = s1, .s2 = s2};
-    run_split(opt_update_rows_range, &a, n, (long)n * dim);
+    run_split(opt_update_rows_range, &a, n, (long)n * dim >= SPLIT_ROWS);
+}
+
+/* Blocks lo..hi of 16 elements of a dense update (the last one short). */
+static void opt_update_blocks(const void *args, int lo, int hi)
+{
+    const row_args *a = args;
+    size_t from = (size_t)lo * 16, to = PD_MIN((size_t)hi * 16, a->len);
+    opt_update_serial(a->h, a->dst + from, a->src + from, a->s1 ? a->s1 + from : NULL,
+                      a->s2 ? a->s2 + from : NULL, to - from);
 }
 
 /* A large update is cut in slices (at multiples of 16 elements) run on the
- * product threads: elementwise, so the result is the same bit for bit. */
+ * product threads. */
 static void cpu_opt_update(const pd_opt_hyper *h, float *w, const float *g, float *s1, float *s2, size_t n)
 {
-    int threads;
-    if ((long)n < SPLIT_OPT || (threads = pool_threads()) < 2) {
+    if ((long)n < SPLIT_OPT || (n + 15) / 16 > INT_MAX) {
         opt_update_serial(h, w, g, s1, s2, n);
         return;
     }
-    size_t step = (n / (size_t)threads + 15) / 16 * 16;
-    int parts = (int)((n + step - 1) / step);
-    pthread_mutex_lock(&gp.mu);
-    for (int i = 0; i < parts; i++) {
-        size_t lo = (size_t)i * step, len = PD_MIN(step, n - lo);
-        gp.part[i] = (gemm_part){.h = h, .w = w + lo, .g = g + lo, .s1 = s1 ? s1 + lo : NULL,
-                                 .s2 = s2 ? s2 + lo : NULL, .len = len};
-    }
-    run_parts(parts);
+    row_args a = {.dst = w, .src = g, .len = n, .h = h, .s1 = s1, .s2 = s2};
+    run_split(opt_update_blocks, &a, (int)((n + 15) / 16), 1);
 }
 
 /* Adam's loop, on its own with every hyper-parameter in a local and no
