@@ -153,6 +153,7 @@ static struct {
     pthread_cond_t go, done;
     int nthreads;             /* threads a product is cut among, caller included (0: not decided) */
     int nworkers;             /* workers started */
+    int driven;               /* 1 while a thread hands work to the workers (pool_take) */
     unsigned long gen;        /* counts products handed to the workers */
     /* the current product's parts, taken by whichever thread comes first:
      * its gen (low 32 bits), its parts and the next part not taken, in one
@@ -161,7 +162,7 @@ static struct {
     int pending;              /* parts not done yet */
     gemm_part part[MAX_THREADS];
     unsigned long born[MAX_THREADS]; /* gen when each worker was started */
-} gp = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, {{0}}, {0}};
+} gp = {.mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
 static void run_part(const gemm_part *p);
 
@@ -351,6 +352,7 @@ static void pool_after_fork(void)
     pthread_mutex_init(&crowd.mu, NULL);
     gp.nworkers = 0;
     gp.pending = 0;
+    gp.driven = 0;
 }
 
 /* OpenBLAS single-threaded, and its own threads stopped: they start with
@@ -375,12 +377,26 @@ static void openblas_nothreads_init(void)
 }
 
 /* Threads for products: decided at the first (OpenBLAS's own count, which
- * follows OPENBLAS_NUM_THREADS), then OpenBLAS is made single-threaded;
- * workers are started as needed. Returns the threads to cut a product for. */
-static int pool_threads(void)
+ * follows OPENBLAS_NUM_THREADS), then OpenBLAS is made single-threaded. */
+static void pool_init(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, openblas_nothreads_init);
+}
+
+/* One thread at a time hands work to the workers (the trainer's): 1 when
+ * the caller now does, until run_parts or pool_give gives it back; 0 when
+ * another thread does (a second trainer in one process, say), and the
+ * caller then runs its work whole, on its own thread. */
+static int pool_take(void) { return !__atomic_exchange_n(&gp.driven, 1, __ATOMIC_ACQUIRE); }
+
+static void pool_give(void) { __atomic_store_n(&gp.driven, 0, __ATOMIC_RELEASE); }
+
+/* The threads to cut a product for, the workers started as needed; called
+ * by the thread that took the pool. */
+static int pool_threads(void)
+{
+    pool_init();
     while (gp.nworkers < gp.nthreads - 1) {
         pthread_t t;
         pthread_attr_t attr;
@@ -419,7 +435,6 @@ static void cut(const gemm_part *p, int by_rows, int parts, int i, gemm_part *ou
 
 static void run_parts(int parts);
 
-/* Products are driven from one thread at a time (the trainer's). */
 static void cpu_gemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc)
 {
@@ -430,11 +445,16 @@ static void cpu_gemm(int ta, int tb, int m, int n, int k, float alpha, const flo
     }
     gemm_part whole = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta, .a = a, .b = b,
                        .c = c, .lda = lda, .ldb = ldb, .ldc = ldc};
-    int threads = pool_threads();
+    pool_init(); /* OpenBLAS single-threaded before its first product */
+    if ((long)m * n * k < SPLIT_GEMM || !pool_take()) {
+        run_part(&whole);
+        return;
+    }
     /* cut the larger side of C: each thread packs the whole of the other operand */
     int by_rows = m >= n, len = by_rows ? m : n;
-    int parts = PD_MIN(threads, (len + 15) / 16);
-    if ((long)m * n * k < SPLIT_GEMM || parts < 2) {
+    int parts = PD_MIN(pool_threads(), (len + 15) / 16);
+    if (parts < 2) {
+        pool_give();
         run_part(&whole);
         return;
     }
@@ -443,9 +463,10 @@ static void cpu_gemm(int ta, int tb, int m, int n, int k, float alpha, const flo
     run_parts(parts);
 }
 
-/* Run gp.part[0..parts) (filled under gp.mu, which this unlocks): each
- * taken by the caller or a worker, whichever comes first (a worker whose
- * core is busy leaves its part to the caller); returns when all are done. */
+/* Run gp.part[0..parts) (filled under gp.mu, which this unlocks, by the
+ * thread that took the pool, which this gives back): each taken by the
+ * caller or a worker, whichever comes first (a worker whose core is busy
+ * leaves its part to the caller); returns when all are done. */
 static void run_parts(int parts)
 {
     unsigned long gen = gp.gen + 1;
@@ -464,6 +485,7 @@ static void run_parts(int parts)
         while (__atomic_load_n(&gp.pending, __ATOMIC_ACQUIRE) != 0) pthread_cond_wait(&gp.done, &gp.mu);
         pthread_mutex_unlock(&gp.mu);
     }
+    pool_give();
 }
 
 /* Slices 0..n of an operation where no slice reads what another writes
@@ -478,8 +500,13 @@ static void run_parts(int parts)
  * recommender's step was slower with those cut). */
 static void run_split(void (*range)(const void *, int, int), const void *args, int n, int split)
 {
-    int threads;
-    if (!split || n < 2 || (threads = pool_threads()) < 2) {
+    if (!split || n < 2 || !pool_take()) {
+        range(args, 0, n);
+        return;
+    }
+    int threads = pool_threads();
+    if (threads < 2) {
+        pool_give();
         range(args, 0, n);
         return;
     }

@@ -14,6 +14,7 @@
 #include "../../src/data/batch.h"
 #include "../../src/nn/net.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 #define N 4
@@ -421,6 +422,79 @@ PD_TEST(opt_update_cut_between_threads)
         free(w[k]);
         free(s1[k]);
         free(s2[k]);
+    }
+}
+
+/* What each of two threads in pool_driven_by_one_thread_at_a_time works on. */
+typedef struct pool_user {
+    size_t n;
+    float *w, *g, *want;             /* want: w after the updates, from one thread alone */
+    float *a, *b, *c, *c_want;       /* a product of 256 x 256 matrices */
+    int ok;
+} pool_user;
+
+enum { POOL_DIM = 256, POOL_ROUNDS = 40 };
+
+static void *pool_user_run(void *arg)
+{
+    pool_user *u = arg;
+    pd_opt_hyper h = hyper(PD_OPT_SGD, 0.01f);
+    u->ok = 1;
+    for (int r = 0; r < POOL_ROUNDS; r++) {
+        pd_backend_cpu.opt_update(&h, u->w, u->g, NULL, NULL, u->n);
+        pd_backend_cpu.gemm(0, 0, POOL_DIM, POOL_DIM, POOL_DIM, 1, u->a, POOL_DIM, u->b, POOL_DIM, 0, u->c, POOL_DIM);
+        for (int i = 0; i < POOL_DIM * POOL_DIM; i++)
+            if (fabsf(u->c[i] - u->c_want[i]) > 1e-4f * (1 + fabsf(u->c_want[i]))) u->ok = 0;
+    }
+    return NULL;
+}
+
+/* Two threads that use the product threads at once (two trainers in one
+ * process): one hands its work to the workers, the other runs its own
+ * whole meanwhile, and both get what one thread alone gets. */
+PD_TEST(pool_driven_by_one_thread_at_a_time)
+{
+    pool_user u[2];
+    uint64_t rng = 9;
+    pd_opt_hyper h = hyper(PD_OPT_SGD, 0.01f);
+    size_t mat = (size_t)POOL_DIM * POOL_DIM;
+    pd_blas_threads(1);
+    for (int k = 0; k < 2; k++) {
+        u[k].n = 300007 + (size_t)k * 16; /* over the split size */
+        u[k].w = malloc(u[k].n * sizeof(float));
+        u[k].g = malloc(u[k].n * sizeof(float));
+        u[k].want = malloc(u[k].n * sizeof(float));
+        u[k].a = malloc(mat * sizeof(float));
+        u[k].b = malloc(mat * sizeof(float));
+        u[k].c = malloc(mat * sizeof(float));
+        u[k].c_want = malloc(mat * sizeof(float));
+        for (size_t i = 0; i < u[k].n; i++) {
+            u[k].g[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+            u[k].w[i] = u[k].want[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+        }
+        for (size_t i = 0; i < mat; i++) {
+            u[k].a[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+            u[k].b[i] = (float)(pd_rng_uniform(&rng) - 0.5);
+        }
+        for (int r = 0; r < POOL_ROUNDS; r++) pd_backend_cpu.opt_update(&h, u[k].want, u[k].g, NULL, NULL, u[k].n);
+        pd_backend_cpu.gemm(0, 0, POOL_DIM, POOL_DIM, POOL_DIM, 1, u[k].a, POOL_DIM, u[k].b, POOL_DIM, 0,
+                            u[k].c_want, POOL_DIM);
+    }
+    pd_blas_threads(3);
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++) CHECK(pthread_create(&t[k], NULL, pool_user_run, &u[k]) == 0);
+    for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
+    pd_blas_threads(1);
+    for (int k = 0; k < 2; k++) {
+        CHECK(u[k].ok);
+        CHECK(memcmp(u[k].w, u[k].want, u[k].n * sizeof(float)) == 0);
+        free(u[k].w);
+        free(u[k].g);
+        free(u[k].want);
+        free(u[k].a);
+        free(u[k].b);
+        free(u[k].c);
+        free(u[k].c_want);
     }
 }
 
