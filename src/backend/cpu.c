@@ -369,9 +369,9 @@ static void openblas_single(void)
 
 static void openblas_nothreads_init(void)
 {
-    if (gp.nthreads == 0) gp.nthreads = openblas_get_num_threads();
-    if (gp.nthreads < 1) gp.nthreads = 1;
-    if (gp.nthreads > MAX_THREADS) gp.nthreads = MAX_THREADS;
+    pthread_mutex_lock(&gp.mu);
+    if (gp.nthreads == 0) gp.nthreads = PD_MAX(1, PD_MIN(openblas_get_num_threads(), MAX_THREADS));
+    pthread_mutex_unlock(&gp.mu);
     openblas_single();
     pthread_atfork(NULL, NULL, pool_after_fork);
 }
@@ -388,7 +388,11 @@ static void pool_init(void)
  * the caller now does, until run_parts or pool_give gives it back; 0 when
  * another thread does (a second trainer in one process, say), and the
  * caller then runs its work whole, on its own thread. */
-static int pool_take(void) { return !__atomic_exchange_n(&gp.driven, 1, __ATOMIC_ACQUIRE); }
+static int pool_take(void)
+{
+    /* looked at first: a thread that fails leaves the line unwritten */
+    return !__atomic_load_n(&gp.driven, __ATOMIC_RELAXED) && !__atomic_exchange_n(&gp.driven, 1, __ATOMIC_ACQUIRE);
+}
 
 static void pool_give(void) { __atomic_store_n(&gp.driven, 0, __ATOMIC_RELEASE); }
 
@@ -397,7 +401,10 @@ static void pool_give(void) { __atomic_store_n(&gp.driven, 0, __ATOMIC_RELEASE);
 static int pool_threads(void)
 {
     pool_init();
-    while (gp.nworkers < gp.nthreads - 1) {
+    pthread_mutex_lock(&gp.mu); /* pd_blas_threads may set it from another thread */
+    int threads = gp.nthreads;
+    pthread_mutex_unlock(&gp.mu);
+    while (gp.nworkers < threads - 1) {
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -406,12 +413,15 @@ static int pool_threads(void)
         int rc = pthread_create(&t, &attr, worker, (void *)(intptr_t)(gp.nworkers + 1));
         pthread_attr_destroy(&attr);
         if (rc) {
-            gp.nthreads = gp.nworkers + 1; /* make do with those there are */
+            threads = gp.nworkers + 1; /* make do with those there are */
+            pthread_mutex_lock(&gp.mu);
+            gp.nthreads = threads;
+            pthread_mutex_unlock(&gp.mu);
             break;
         }
         gp.nworkers++;
     }
-    return gp.nthreads;
+    return threads;
 }
 
 /* Part i of p cut in parts blocks of rows (or columns) of C, at multiples
