@@ -120,9 +120,9 @@ function N.new(limits)
   end
 
   local function size_arg(v, fname, what, w)
-    if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
+    if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) or v end
     if math.type(v) ~= "integer" or v < 1 or v > 100000000 then
-      fail(w, "nn.%s: %s must be a positive integer, got %s", fname, what, tostring(v))
+      fail(w, "nn.%s: %s must be an integer from 1 to 100000000, got %s", fname, what, R.shown(v))
     end
     return v
   end
@@ -203,9 +203,9 @@ function N.new(limits)
           fail(R.key_at(w, k), "nn.embedding: %s is for growing tables (ids without a range); '%s' has range %d",
             k, input.name, input.range)
         end
-        if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
+        if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) or v end
         if math.type(v) ~= "integer" or v < 0 or v > 2000000000 then
-          fail(R.key_at(w, k), "nn.embedding: %s must be an integer in [0, 2000000000], got %s", k, tostring(v))
+          fail(R.key_at(w, k), "nn.embedding: %s must be an integer in [0, 2000000000], got %s", k, R.shown(v))
         end
       end
       lim[k] = v or 0
@@ -408,9 +408,9 @@ function N.new(limits)
         if k == "nesterov" then
           if type(v) ~= "boolean" then fail(w, "nn.%s: nesterov must be true or false", oname) end
         elseif k == "learning_rate" and (type(v) ~= "number" or not (v > 0) or v == math.huge) then
-          fail(w, "nn.%s: learning_rate must be a number above 0, got %s", oname, tostring(v))
+          fail(w, "nn.%s: learning_rate must be a number above 0, got %s", oname, R.shown(v))
         elseif type(v) ~= "number" or v ~= v or v < 0 or v == math.huge then
-          fail(w, "nn.%s: %s must be a non-negative number, got %s", oname, k, tostring(v))
+          fail(w, "nn.%s: %s must be a non-negative number, got %s", oname, k, R.shown(v))
         end
         o[k] = v
       end
@@ -425,6 +425,18 @@ function N.new(limits)
   end
 
   local function optimizer_of(v) return optimizers[v] end
+  -- a misspelt nn.* name is a mistake named at its line, not "attempt to
+  -- call a nil value" (a recipe may still add names of its own to nn)
+  setmetatable(nn, {
+    __metatable = "paddle.nn",
+    __index = function(_, k)
+      local names = {}
+      for name in next, nn do names[#names + 1] = "nn." .. name end
+      table.sort(names)
+      local n = type(k) == "string" and R.nearest("nn." .. k, names)
+      fail(at(R.caller(1)), "unknown nn.%s%s", tostring(k), n and string.format(" (did you mean %s?)", n) or "")
+    end,
+  })
   return nn, layers, record_of, optimizer_of
 end
 

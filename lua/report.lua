@@ -63,6 +63,13 @@ function R.unknown(where, head, word, candidates, tail)
   fail(where, "%s '%s'%s%s", head, word, tail or "", R.suggest(word, candidates))
 end
 
+-- A value as an error shows it: a string quoted (so that "20" is not
+-- taken for the number 20), anything else as tostring has it.
+function R.shown(v)
+  if type(v) == "string" then return string.format("'%s'", v) end
+  return tostring(v)
+end
+
 function R.typename(v)
   local t = type(v)
   if t == "number" and math.type(v) == "integer" then return "integer" end

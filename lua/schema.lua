@@ -111,11 +111,11 @@ S.optimizer_fields = {
 -- Check one value against its spec; returns the (converted, copied) value.
 function S.check_value(where, decl, key, spec, v)
   local function bad(what)
-    fail(where, "%s.%s must be %s, got %s", decl, key, what,
-      type(v) == "string" and string.format("'%s'", v) or tostring(v))
+    fail(where, "%s.%s must be %s, got %s", decl, key, what, R.shown(v))
   end
   if spec.kind == "int" then
-    if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
+    -- 1e300 is a whole float with no integer: v stays what the recipe gave
+    if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) or v end
     if math.type(v) ~= "integer" then bad(string.format("an integer from %d to %d", spec.lo, spec.hi)) end
     if v < spec.lo or v > spec.hi then bad(string.format("an integer from %d to %d", spec.lo, spec.hi)) end
   elseif spec.kind == "number" then

@@ -22,6 +22,39 @@ static int is_known(const char *const *known, const char *name, size_t len, int 
     return 0;
 }
 
+/* Edit distance of a[0..la) and b[0..lb), both under 64 bytes (else a large
+ * number): for "did you mean". */
+static int distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    if (la >= 64 || lb >= 64) return 1 << 20;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            row[j] = PD_MIN(PD_MIN(row[j] + 1, row[j - 1] + 1), diag + (a[i - 1] != b[j - 1]));
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* The command's own option nearest to name, if near enough to be a typo
+ * ("--ouput", "--init-model"); NULL if none is. */
+static const char *near_known(const char *const *known, const char *name, size_t len)
+{
+    const char *best = NULL;
+    int bestd = 0;
+    for (int i = 0; known && known[i]; i++) {
+        size_t kl = strlen(known[i]);
+        int d = distance(name, len, known[i], known[i][kl - 1] == '!' ? kl - 1 : kl);
+        if (!best || d < bestd) best = known[i], bestd = d;
+    }
+    return best && bestd <= PD_MAX(2, (int)len / 3) ? best : NULL;
+}
+
 int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, int maxpos,
                  const char *const *known)
 {
@@ -62,6 +95,10 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
                 }
                 value = argv[++i];
             }
+            if (!flag && !*value) { /* --init_model= would name the current directory's parent, or / */
+                fprintf(stderr, "paddle %s: --%.*s needs a value\n", cmd, (int)len, name);
+                goto usage;
+            }
             if (c->nopts >= PD_CLI_MAX) goto too_many;
             c->opts[c->nopts].key = pd_xasprintf("%.*s", (int)len, name);
             c->opts[c->nopts++].value = pd_xstrdup(flag ? "1" : value);
@@ -74,9 +111,17 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
             c->overrides[c->noverrides].key = pd_xasprintf("%.*s", (int)len, name);
             c->overrides[c->noverrides++].value = pd_xstrdup(value);
         } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 && c->npos >= minpos) {
-            /* --passes 5: a recipe setting with its value after a space */
-            fprintf(stderr, "paddle %s: unknown option '%s'; a recipe setting takes its value after '=': --%s=%s\n",
-                    cmd, a, name, argv[i + 1]);
+            /* --passes 5: a recipe setting with its value after a space; or a
+             * typo of the command's own option (--ouput x.csv), or both */
+            const char *k = near_known(known, name, len);
+            fprintf(stderr, "paddle %s: unknown option '%s'%s%.*s%s; a recipe setting takes its value after '=': --%s=%s\n",
+                    cmd, a, k ? " (did you mean '--" : "", k ? (int)strcspn(k, "!") : 0, k ? k : "", k ? "'?)" : "",
+                    name, argv[i + 1]);
+            goto usage;
+        } else if (near_known(known, name, len)) {
+            const char *k = near_known(known, name, len);
+            fprintf(stderr, "paddle %s: unknown option '%s' (did you mean '--%.*s'?)\n", cmd, a,
+                    (int)strcspn(k, "!"), k);
             goto usage;
         } else {
             fprintf(stderr, "paddle %s: unknown option '%s' (a recipe setting takes a value: --NAME=VALUE)\n", cmd,

@@ -697,7 +697,9 @@ static int stop_job(pd_sup *s, int sig)
     if (s->board) pd_progress_all(s->board, PD_ST_STOPPING, 0);
     pd_sup_stop_all(s);
     report(s);
-    int status = sig ? 130 : 1;
+    /* a role ended on what it was given: the launcher's own status says so too,
+     * so that what runs paddle does not retry a job that would end the same way */
+    int status = sig ? 130 : s->config_error ? 2 : 1;
     end_progress(s->board, status); /* its last line before the advice */
     s->board = NULL;
     long step;

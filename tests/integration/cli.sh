@@ -66,6 +66,34 @@ else
     fail unknown-flag "exit $rc: $out"
 fi
 
+# an option's empty value is no value (--init_model= would read the model
+# from /), whether after '=' or as the next argument
+for form in "--init_model=" "--init_model ''"; do
+    eval "run_capture \"\$PADDLE\" train recipes/none.lua $form"
+    if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle train: --init_model needs a value"* ]]; then
+        pass "empty-option-value $form"
+    else
+        fail "empty-option-value $form" "exit $rc: $out"
+    fi
+done
+
+# a typo of the command's own option is named with it, a value after it or
+# not; one far from every option gets no guess
+run_capture "$PADDLE" run recipes/none.lua --resum
+if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle run: unknown option '--resum' (did you mean '--resume'?)"* ]]; then
+    pass option-typo-flag
+else
+    fail option-typo-flag "exit $rc: $out"
+fi
+run_capture "$PADDLE" predict recipes/none.lua --model m --ouput x.csv
+if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle predict: unknown option '--ouput' (did you mean '--output'?)"* ]]; then
+    pass option-typo-with-value
+else
+    fail option-typo-with-value "exit $rc: $out"
+fi
+run_capture "$PADDLE" run recipes/none.lua --zzzzzz
+if [ "$rc" -eq 2 ] && [[ "$out" != *"did you mean"* ]]; then pass option-far-no-guess; else fail option-far-no-guess "exit $rc: $out"; fi
+
 # COMMAND --help (or -h), wherever it stands: that command's help, exit 0
 for c in run gen version check; do
     run_capture "$PADDLE" $c recipes/none.lua --help

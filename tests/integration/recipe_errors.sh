@@ -176,6 +176,31 @@ $DATA
 EOF
 bad bad-enum "mode.lua:2: settings.mode must be one of sync, async, got 'synch' (did you mean 'sync'?)" mode.lua
 
+# a misspelt nn.* name: its line and the nearest real one, not "attempt to
+# call a nil value"; one that is near nothing is named alone
+write nn_typo.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.dta("y", 1)
+  return nn.square_error_cost(nn.fc(x, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad nn-name-typo "nn_typo.lua:2: unknown nn.dta (did you mean nn.data?)" nn_typo.lua
+write nn_typo_opt.lua <<EOF
+$MODEL
+optimizer = nn.sgdd { learning_rate = 0.001 }
+$DATA
+EOF
+bad nn-name-typo-optimizer "nn_typo_opt.lua:5: unknown nn.sgdd (did you mean nn.sgd?)" nn_typo_opt.lua
+write nn_unknown.lua <<EOF
+$MODEL
+optimizer = nn.zzzzzz { learning_rate = 0.001 }
+$DATA
+EOF
+bad nn-name-unknown "nn_unknown.lua:5: unknown nn.zzzzzz" nn_unknown.lua
+case "$out" in *"did you mean"*) fail nn-name-unknown-no-guess "$out" ;; *) pass nn-name-unknown-no-guess ;; esac
+
 write format.lua <<EOF
 data { train = "a.txt", format = "libsvn" }
 $MODEL
@@ -416,6 +441,31 @@ $MODEL
 $DATA
 EOF
 bad learning-rate-negative "lr_neg.lua:1: nn.sgd: learning_rate must be a number above 0, got -0.1" lr_neg.lua
+
+# a number given as a string is shown quoted (not as if it were the number
+# it spells), and a whole float too large for an integer is shown as given
+write lr_string.lua <<EOF
+optimizer = nn.sgd { learning_rate = "0.001" }
+$MODEL
+$DATA
+EOF
+bad learning-rate-string "lr_string.lua:1: nn.sgd: learning_rate must be a number above 0, got '0.001'" lr_string.lua
+write passes_huge.lua <<EOF
+$MODEL
+$OPT
+$DATA
+settings { passes = 1e300 }
+EOF
+bad passes-huge-float "passes_huge.lua:7: settings.passes must be an integer from 1 to 1000000, got 1e+300" passes_huge.lua
+write size_string.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", "13"), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(x, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad size-string "size_string.lua:2: nn.data: size must be an integer from 1 to 100000000, got '13'" size_string.lua
 
 write momentum.lua <<EOF
 optimizer = nn.momentum { learning_rate = 0.1, momentum = 1.5 }

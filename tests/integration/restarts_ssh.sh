@@ -162,7 +162,7 @@ fi
 #    allows, the role named with its reason
 "$PADDLE" run ws/job.lua --checkpoint_dir=/dev/null/ckpt --restarts=2 >job.out 2>&1
 rc=$?
-if [ "$rc" -eq 1 ] && grep -q '^paddle: pserver [01] on 127.0.0.[23] exited with status 2' job.out &&
+if [ "$rc" -eq 2 ] && grep -q '^paddle: pserver [01] on 127.0.0.[23] exited with status 2' job.out &&
    grep -q 'settings.checkpoint_dir = /dev/null/ckpt: cannot create /dev/null/ckpt: Not a directory' job.out &&
    ! grep -q 'restarting' job.out; then
     pass remote_config_error_not_restarted
