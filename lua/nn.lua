@@ -71,11 +71,21 @@ function N.new(limits)
     for _, k in ipairs(init_kinds) do if k == init[1] then ok = true end end
     if not ok then R.unknown(w, "nn." .. fname .. ": unknown init", init[1], init_kinds) end
     for i = 2, 3 do
-      if init[i] ~= nil and type(init[i]) ~= "number" then
-        fail(w, "nn.%s: init parameter %d must be a number", fname, i - 1)
+      if init[i] ~= nil and (type(init[i]) ~= "number" or init[i] ~= init[i] or math.abs(init[i]) == math.huge) then
+        fail(w, "nn.%s: init parameter %d must be a finite number, got %s", fname, i - 1, R.shown(init[i]))
       end
     end
-    return { kind = init[1], a = init[2] or 0, b = init[3] or 0 }
+    if init[4] ~= nil then fail(w, "nn.%s: init takes at most a name and 2 numbers, got a 4th value", fname) end
+    local a, b = init[2], init[3]
+    -- { "uniform", 1 } would draw from [1, 0), { "normal", 0, 0 } from std 1
+    if init[1] == "uniform" and (a ~= nil or b ~= nil) and not (a and b and a < b) then
+      fail(w, "nn.%s: init { 'uniform', lo, hi } needs both bounds, lo below hi; got %s, %s", fname,
+        R.shown(a), R.shown(b))
+    end
+    if init[1] == "normal" and b ~= nil and not (b > 0) then
+      fail(w, "nn.%s: init { 'normal', mean, std } needs std above 0, got %s", fname, R.shown(b))
+    end
+    return { kind = init[1], a = a or 0, b = b or 0 }
   end
 
   local function check_name(name, fname, what, w)
@@ -159,10 +169,16 @@ function N.new(limits)
   end
 
   -- nn.fc(input, size [, act | opts])
-  function nn.fc(input, size, opts)
+  function nn.fc(input, size, opts, ...)
     local w = where()
+    if select("#", ...) > 0 then
+      fail(w, "nn.fc takes (input, size, options), got %d arguments", 3 + select("#", ...))
+    end
     if type(opts) == "string" then opts = { act = opts } end
     opts = opts_table(opts, "fc", { act = true, name = true, init = true, bias = true, bias_init = true }, w)
+    if opts.bias ~= nil and type(opts.bias) ~= "boolean" then
+      fail(R.key_at(w, "bias"), "nn.fc: bias must be true or false, got %s", R.shown(opts.bias))
+    end
     input = need_node(input, "fc", "input", w)
     if input.seq then fail(w, "nn.fc: input '%s' is a sequence; pool it first with nn.seq_pool", input.name) end
     if input.kind == "id" or input.kind == "id_list" then

@@ -201,6 +201,32 @@ EOF
 bad nn-name-unknown "nn_unknown.lua:5: unknown nn.zzzzzz" nn_unknown.lua
 case "$out" in *"did you mean"*) fail nn-name-unknown-no-guess "$out" ;; *) pass nn-name-unknown-no-guess ;; esac
 
+# nn.fc's options are checked for type, not only for name: bias = "no" is
+# not silently a bias, an extra argument is not silently dropped, and an
+# init's bounds must make sense
+fc_recipe() { # FILE 'fc call': a recipe whose one layer is that call
+    write "$1" <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return nn.square_error_cost($2, y)
+end
+$OPT
+$DATA
+EOF
+}
+fc_recipe fc_bias.lua 'nn.fc(x, 1, { bias = "no" })'
+bad fc-bias-not-boolean "fc_bias.lua:3: nn.fc: bias must be true or false, got 'no'" fc_bias.lua
+fc_recipe fc_extra.lua 'nn.fc(x, 1, { act = "linear" }, 7)'
+bad fc-extra-argument "fc_extra.lua:3: nn.fc takes (input, size, options), got 4 arguments" fc_extra.lua
+fc_recipe fc_uniform.lua 'nn.fc(x, 1, { init = { "uniform", 1 } })'
+bad fc-uniform-one-bound "fc_uniform.lua:3: nn.fc: init { 'uniform', lo, hi } needs both bounds, lo below hi; got 1, nil" fc_uniform.lua
+fc_recipe fc_uniform_rev.lua 'nn.fc(x, 1, { init = { "uniform", 0.1, -0.1 } })'
+bad fc-uniform-reversed "fc_uniform_rev.lua:3: nn.fc: init { 'uniform', lo, hi } needs both bounds, lo below hi; got 0.1, -0.1" fc_uniform_rev.lua
+fc_recipe fc_normal.lua 'nn.fc(x, 1, { init = { "normal", 0, 0 } })'
+bad fc-normal-std-zero "fc_normal.lua:3: nn.fc: init { 'normal', mean, std } needs std above 0, got 0" fc_normal.lua
+fc_recipe fc_init_nan.lua 'nn.fc(x, 1, { init = { "constant", 0/0 } })'
+bad fc-init-not-finite "fc_init_nan.lua:3: nn.fc: init parameter 1 must be a finite number" fc_init_nan.lua
+
 write format.lua <<EOF
 data { train = "a.txt", format = "libsvn" }
 $MODEL
