@@ -447,10 +447,12 @@ function N.new(limits)
     __metatable = "paddle.nn",
     __index = function(_, k)
       local names = {}
-      for name in next, nn do names[#names + 1] = "nn." .. name end
+      for name in next, nn do
+        if type(name) == "string" then names[#names + 1] = name end
+      end
       table.sort(names)
-      local n = type(k) == "string" and R.nearest("nn." .. k, names)
-      fail(at(R.caller(1)), "unknown nn.%s%s", tostring(k), n and string.format(" (did you mean %s?)", n) or "")
+      local n = type(k) == "string" and R.nearest(k, names)
+      fail(at(R.caller(1)), "unknown nn.%s%s", tostring(k), n and string.format(" (did you mean nn.%s?)", n) or "")
     end,
   })
   return nn, layers, record_of, optimizer_of

@@ -71,7 +71,7 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
         }
         char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const char *value = eq ? eq + 1 : NULL;
+        const char *value = eq ? eq + 1 : NULL, *near;
         int flag = 0;
         if (len == 7 && strncmp(name, "cluster", 7) == 0) {
             if (!value) {
@@ -118,10 +118,9 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
                     cmd, a, k ? " (did you mean '--" : "", k ? (int)strcspn(k, "!") : 0, k ? k : "", k ? "'?)" : "",
                     name, argv[i + 1]);
             goto usage;
-        } else if (near_known(known, name, len)) {
-            const char *k = near_known(known, name, len);
+        } else if ((near = near_known(known, name, len)) != NULL) {
             fprintf(stderr, "paddle %s: unknown option '%s' (did you mean '--%.*s'?)\n", cmd, a,
-                    (int)strcspn(k, "!"), k);
+                    (int)strcspn(near, "!"), near);
             goto usage;
         } else {
             fprintf(stderr, "paddle %s: unknown option '%s' (a recipe setting takes a value: --NAME=VALUE)\n", cmd,

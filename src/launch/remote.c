@@ -304,7 +304,7 @@ static char *agent_cmd(node *n, deploy *d)
     pd_buf_put(&t, "exec \"$R/$B\" node");
     put_word(&t, "", d->recipe_rel);
     char *roles = pd_plan_roles_spec(d->plan, n->index);
-    pd_buf_printf(&t, " --roles=%s", roles);
+    if (*roles) pd_buf_printf(&t, " --roles=%s", roles); /* none on a host the plan left idle */
     free(roles);
     put_word(&t, "--endpoints=", d->endpoints);
     pd_buf_printf(&t, " --node=%d", n->index);

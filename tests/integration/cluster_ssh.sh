@@ -86,6 +86,16 @@ else
     fail model_from_trainer0_node "rc $rc: $(tail -n 3 <<<"$out")"
 fi
 
+# every role on the first host: the second is left without one, and its
+# node agent (started with no --roles) ends at once instead of failing
+rm -rf output
+run_capture "$PADDLE" run ws/job.lua --passes=2 --pserver_hosts=127.0.0.2 --trainer_hosts=127.0.0.2
+if [ $rc -eq 0 ] && [ -s output/pass-00001/fc_0.w_0.npy ] && ! grep -q '^\[127.0.0.3 ' <<<"$out"; then
+    pass host_without_roles
+else
+    fail host_without_roles "rc $rc: $(tail -n 3 <<<"$out")"
+fi
+
 # a long job in the background; waits until every role trains
 start_long() {
     "$PADDLE" run ws/job.lua --passes=1000000 >long.out 2>&1 &
