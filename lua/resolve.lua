@@ -232,6 +232,9 @@ function V.resolve(state, recipe_path, dirname)
   if not out.data.train then
     fail(key_where("data", "train"), "missing data.train: data { train = \"train.list\", format = \"...\" }")
   end
+  -- where each part was named, for an error about its files ("file:line")
+  out.data.train_where = key_where("data", "train")
+  out.data.test_where = out.data.test and key_where("data", "test") or nil
   return out
 end
 

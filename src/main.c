@@ -377,7 +377,7 @@ static int check_data(const pd_recipe *r, pd_buf *said, int *absent)
             *absent = 1;
         } else if (rc < 0) {
             fprintf(stderr, "paddle: %s\n", pd_err_msg());
-            return rc == PD_ERECIPE ? 2 : 1;
+            return config_error(rc) ? 2 : 1;
         } else {
             pd_buf_printf(said, "data     %s part: a first batch read\n", names[i]);
         }
@@ -548,7 +548,7 @@ static int cmd_predict(int argc, char **argv)
             rc = 1;
         } else if ((rc = pd_predict(&r, &o)) < 0) {
             fprintf(stderr, "paddle predict: %s\n", pd_err_msg());
-            rc = rc == PD_ERECIPE ? 2 : 1;
+            rc = config_error(rc) ? 2 : 1;
         } else if (o.labelled) {
             print_metrics(&r, &o);
         } else {
@@ -655,13 +655,14 @@ static void role_close(role_cmd *c)
     pd_cli_free(&c->cli);
 }
 
-/* A role that ended on what it was given (the recipe, its options, a
+/* A role that ended on what it was given (the recipe, its options, a data
+ * line or a model to start from that does not fit it (PD_EINPUT), a
  * checkpoint of another job, a device this binary does not have), not on a
  * fault: exit status 2, which the launcher does not restart
  * (docs/faults.md). */
 static int config_error(int rc)
 {
-    return rc == PD_EINVAL || rc == PD_ERECIPE;
+    return rc == PD_EINVAL || rc == PD_ERECIPE || rc == PD_EINPUT;
 }
 
 static int cmd_pserver(int argc, char **argv)

@@ -29,6 +29,7 @@ const char *pd_strerror(int code)
     case PD_ESSH: return "ssh error";
     case PD_ECHILD: return "child process failed";
     case PD_EINTR: return "interrupted";
+    case PD_EINPUT: return "malformed input";
     }
     return "unknown error";
 }
@@ -91,6 +92,8 @@ const char *pd_err_msg(void)
     if (msg_code == 0 || msg[0] == '\0') return pd_strerror(msg_code);
     return msg;
 }
+
+int pd_err_code(void) { return msg_code; }
 
 void pd_err_clear(void)
 {

@@ -34,6 +34,8 @@ enum {
     PD_ESSH = -13,      /* ssh failure */
     PD_ECHILD = -14,    /* a child process failed */
     PD_EINTR = -15,     /* interrupted by a signal */
+    PD_EINPUT = -16,    /* the job's own input is malformed (a data line, a model to start from):
+                           reading it again would fail the same way */
 };
 
 /* Short name of an error code ("invalid input", ...). */
@@ -48,6 +50,8 @@ int pd_err_wrap(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The last recorded message of this thread, or pd_strerror of nothing. */
 const char *pd_err_msg(void);
+/* The code of this thread's last recorded error (0: none since the last clear). */
+int pd_err_code(void);
 void pd_err_clear(void);
 
 /* Programmer errors only: an impossible state, never bad input. */

@@ -34,6 +34,8 @@ void pd_recipe_free(pd_recipe *r)
     free(r->copy_output);
     free(r->train);
     free(r->test);
+    free(r->train_where);
+    free(r->test_where);
     free(r->format);
     free(r->separator);
     free(r->on_error);

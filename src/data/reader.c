@@ -617,9 +617,12 @@ static int offer(pd_reader *rd)
 
 static void thread_error(pd_reader *rd)
 {
+    int code = pd_err_code();
     pthread_mutex_lock(&rd->mu);
     snprintf(rd->errmsg, sizeof rd->errmsg, "%s", pd_err_msg());
-    rd->errcode = PD_EDATA;
+    /* a file that does not parse fails the same way when read again; a
+     * read error, or a file gone since the reader opened it, is a fault */
+    rd->errcode = code == PD_EDATA ? PD_EINPUT : code < 0 ? code : PD_EIO;
     pthread_mutex_unlock(&rd->mu);
     push(rd, ITEM_ERROR, NULL);
 }
@@ -627,7 +630,10 @@ static void thread_error(pd_reader *rd)
 /* One line failed to parse: fail the job, or count it and go on. */
 static int bad_line(pd_reader *rd)
 {
-    if (!rd->skip_bad) return -1;
+    if (!rd->skip_bad) {
+        pd_err_set(PD_EINPUT, "%s (data.on_error = \"skip\" would skip such lines)", pd_err_msg());
+        return -1;
+    }
     /* the same lines again in every pass: counted and said in the first */
     if (rd->one_pass_read) return 0;
     if (rd->skipped < 10) PD_WARN("skipping: %s", pd_err_msg());
@@ -806,6 +812,22 @@ static int check_data_file(const char *path)
     return 0;
 }
 
+/* An error in the files of data.train (or data.test) as the reader opens
+ * them, prefixed with where that key was set ("recipe.lua:14: data.train",
+ * or "option --train"); a file that does not parse is the job's input
+ * (PD_EINPUT). The recipe's own mistakes already say where they are. */
+static int data_error(const pd_reader *rd, int rc)
+{
+    if (rc == PD_ERECIPE) return rc;
+    int test = rd->o.part == PD_PART_TEST;
+    const char *key = test ? "test" : "train", *set = test ? rd->r->test_where : rd->r->train_where;
+    char buf[512];
+    const char *where = pd_recipe_where(rd->r, key, buf, sizeof buf);
+    if (rc == PD_EDATA) rc = PD_EINPUT;
+    if (strncmp(where, "option ", 7) == 0 || !set) return pd_err_wrap(rc, "%s", where);
+    return pd_err_wrap(rc, "%s: data.%s", set, key);
+}
+
 int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
 {
     int rc;
@@ -839,26 +861,37 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
         rc = pd_err_set(PD_ERECIPE, "%s: no data.%s", r->path, o->part == PD_PART_TEST ? "test" : "train");
         goto err;
     }
-    if ((rc = resolve_files(rd, path)) < 0) goto err;
+    if ((rc = resolve_files(rd, path)) < 0) {
+        rc = data_error(rd, rc);
+        goto err;
+    }
     rd->split_files = rd->o.nshares > 1 && rd->nfiles >= rd->o.nshares && rd->format != FMT_UCI;
     if (rd->format != FMT_LIBSVM && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH &&
         rd->format != FMT_CRITEO && (rc = parse_columns(rd)) < 0)
         goto err;
     required_columns(rd);
     if (rd->format == FMT_CRITEO && (rc = pd_criteo_bind(&rd->criteo, rd->layout, rd->nslots, r)) < 0) goto err;
-    if (rd->format == FMT_UCI && (rc = load_uci(rd)) < 0) goto err;
+    if (rd->format == FMT_UCI && (rc = load_uci(rd)) < 0) {
+        rc = data_error(rd, rc);
+        goto err;
+    }
     if (rd->format == FMT_MOVIELENS) {
         /* data.train / data.test name the directory of the three .dat files */
         rd->ml = pd_xcalloc(1, sizeof *rd->ml);
         rd->ml_fields = pd_xcalloc((size_t)rd->nslots, sizeof *rd->ml_fields);
-        if ((rc = pd_movielens_load(rd->ml, rd->files[0], rd->skip_bad)) < 0 ||
-            (rc = pd_movielens_bind(rd->ml, rd->layout, rd->nslots, rd->ml_fields, r->path)) < 0)
+        if ((rc = pd_movielens_load(rd->ml, rd->files[0], rd->skip_bad)) < 0) {
+            rc = data_error(rd, rc);
             goto err;
+        }
+        if ((rc = pd_movielens_bind(rd->ml, rd->layout, rd->nslots, rd->ml_fields, r->path)) < 0) goto err;
         rd->skipped = rd->ml->skipped;
     }
     /* files that cannot be opened are reported now, not in the middle of a pass */
     for (int k = 0; k < rd->nfiles && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH; k++)
-        if ((rc = check_data_file(rd->files[k])) < 0) goto err;
+        if ((rc = check_data_file(rd->files[k])) < 0) {
+            rc = data_error(rd, rc);
+            goto err;
+        }
     pd_batch_init(&rd->stage, rd->layout, rd->nslots);
     pd_batch_init(&rd->shuf, rd->layout, rd->nslots);
     rd->qcap = r->queue > 0 ? r->queue : 8;

@@ -713,7 +713,7 @@ int pd_net_bind(pd_net *net, const pd_batch *b)
         }
         for (int k = 0; k < nids; k++)
             if (s->ids[k] < 0 || s->ids[k] >= d->range)
-                return pd_err_set(PD_EDATA, "slot '%s': id %d is outside [0, %d) declared by %s",
+                return pd_err_set(PD_EINPUT, "slot '%s': id %d is outside [0, %d) declared by %s",
                                   s->name, s->ids[k], d->range, d->where ? d->where : d->name);
         l->rows = nids;
         l->h_ids = s->ids;

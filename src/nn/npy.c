@@ -418,3 +418,37 @@ int pd_model_load(pd_net *net, const char *dir)
     if (rc < 0) return rc == PD_EINVAL ? rc : pd_err_wrap(rc, "loading model %s", dir);
     return 0;
 }
+
+/* dir is a model paddle saved, with a file for every parameter of net. */
+static int check_model_dir(const pd_net *net, const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return pd_err_set(PD_ENOENT, "model %s: no such directory (models are SAVE_DIR/pass-NNNNN or SAVE_DIR/best)",
+                          dir);
+    char *path = pd_xasprintf("%s/manifest.json", dir);
+    int ok = access(path, R_OK) == 0;
+    free(path);
+    if (!ok) return pd_err_set(PD_EINPUT, "model %s: no manifest.json, not a model paddle saved", dir);
+    for (int i = 0; i < net->nparams; i++) {
+        const pd_param *p = &net->params[i];
+        path = pd_xasprintf("%s/%s.npy", dir, p->name);
+        ok = access(path, R_OK) == 0;
+        free(path);
+        if (!ok)
+            return pd_err_set(PD_EINPUT, "model %s has no parameter '%s' [%d, %d] of %s: a model of another recipe?",
+                              dir, p->name, p->rows, p->cols, net->r->path);
+    }
+    return 0;
+}
+
+int pd_model_load_saved(pd_net *net, const char *dir)
+{
+    int rc = check_model_dir(net, dir);
+    if (rc == 0 && (rc = pd_model_load(net, dir)) == PD_EDATA) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", pd_err_msg());
+        return pd_err_set(PD_EINPUT, "%s: a model of another recipe?", why);
+    }
+    return rc;
+}

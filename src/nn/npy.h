@@ -42,5 +42,9 @@ int pd_param_name_check(const char *name);
 /* Both refuse a net with a parameter name pd_param_name_check() refuses. */
 int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info);
 int pd_model_load(pd_net *net, const char *dir);
+/* pd_model_load of a model paddle saved (predict, --init_model): a directory
+ * that is not there is PD_ENOENT; one that is not a saved model, or a model
+ * of other parameters or shapes, PD_EINPUT, its message naming what differs. */
+int pd_model_load_saved(pd_net *net, const char *dir);
 
 #endif

@@ -7,42 +7,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-/* dir is a model paddle saved, with a file for every parameter of net. */
-static int check_model_dir(const pd_net *net, const char *dir)
-{
-    struct stat st;
-    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-        return pd_err_set(PD_ENOENT, "model %s: no such directory (models are SAVE_DIR/pass-NNNNN or SAVE_DIR/best)",
-                          dir);
-    char *path = pd_xasprintf("%s/manifest.json", dir);
-    int ok = access(path, R_OK) == 0;
-    free(path);
-    if (!ok) return pd_err_set(PD_ENOENT, "model %s: no manifest.json, not a model paddle saved", dir);
-    for (int i = 0; i < net->nparams; i++) {
-        const pd_param *p = &net->params[i];
-        path = pd_xasprintf("%s/%s.npy", dir, p->name);
-        ok = access(path, R_OK) == 0;
-        free(path);
-        if (!ok)
-            return pd_err_set(PD_ENOENT, "model %s has no parameter '%s' [%d, %d] of %s: a model of another recipe?",
-                              dir, p->name, p->rows, p->cols, net->r->path);
-    }
-    return 0;
-}
-
-static int load_model(pd_net *net, const char *dir)
-{
-    int rc = check_model_dir(net, dir);
-    if (rc == 0 && (rc = pd_model_load(net, dir)) == PD_EDATA) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", pd_err_msg());
-        return pd_err_set(rc, "%s: a model of another recipe?", why);
-    }
-    return rc;
-}
 
 /* need[k] for the k-th data layer: the prediction reads it. */
 static unsigned char *needed_slots(const pd_net *net)
@@ -135,7 +99,7 @@ int pd_predict(const pd_recipe *r, pd_predict_opts *o)
     if (rc < 0) return rc;
     o->samples = 0;
     o->labelled = 0;
-    if ((rc = load_model(&net, o->model)) < 0) goto out;
+    if ((rc = pd_model_load_saved(&net, o->model)) < 0) goto out;
     need = needed_slots(&net);
     if ((rc = open_input(&rd, &in, o->part, need)) < 0 || (rc = predict_pass(&net, rd, o)) < 0) goto out;
     if (fflush(o->out) != 0) {

@@ -43,7 +43,10 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
         net.sgd_decay = (float)r->optimizer.weight_decay;
     }
     if (o->init_model) {
-        if ((rc = pd_model_load(&net, o->init_model)) < 0) goto out;
+        if ((rc = pd_model_load_saved(&net, o->init_model)) < 0) {
+            rc = pd_err_wrap(rc, "--init_model");
+            goto out;
+        }
         PD_INFO("parameters loaded from %s (--init_model)", o->init_model);
     }
     if ((rc = pd_open_reader(&train, r, PD_PART_TRAIN, 0, 1, r->batch_size)) < 0) goto out;

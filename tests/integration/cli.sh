@@ -149,7 +149,7 @@ for r in "$ROOT"/recipes/*.lua; do
     last=$(printf '%s\n' "$out" | tail -n 1)
     # the data of some is made by recipes/prepare.sh or paddle gen: named when absent
     if [ "$rc" -eq 0 ] && { [ "$last" = ok ] || { [ "$last" = "ok, but the data is not all here" ] &&
-        [[ "$out" == *"part not read: cannot open "*"paddle train and run would stop there"* ]]; }; }; then
+        [[ "$out" == *"part not read: "*"cannot open "*"paddle train and run would stop there"* ]]; }; }; then
         pass "$name"
     else
         fail "$name" "exit $rc: $out"
@@ -167,7 +167,7 @@ data { train = "cdata/four.csv", format = "csv", columns = { "x=1-3", "y=5" } }
 model = function(nn) return nn.square_error_cost(nn.fc(nn.data("x", 3), 1), nn.data("y", 1)) end
 optimizer = nn.sgd { learning_rate = 0.01 }
 R
-expect_error check-data-columns 1 "cdata/four.csv:1: 4 fields, the model reads 5" "$PADDLE" check cols.lua
+expect_error check-data-columns 2 "cdata/four.csv:1: 4 fields, the model reads 5" "$PADDLE" check cols.lua
 sed 's/"y=5"/"y=4"/' cols.lua >cols_ok.lua
 run_capture "$PADDLE" check cols_ok.lua
 if [ "$rc" -eq 0 ] && [[ "$out" == *"data     train part: a first batch read"* ]] && [ "$(tail -n 1 <<<"$out")" = ok ]; then
@@ -177,12 +177,23 @@ else
 fi
 sed 's|cdata/four.csv|cdata/none.csv|' cols_ok.lua >missing.lua
 run_capture "$PADDLE" check missing.lua
-if [ "$rc" -eq 0 ] && [[ "$out" == *"train part not read: cannot open data file cdata/none.csv"* ]] &&
+if [ "$rc" -eq 0 ] && [[ "$out" == *"train part not read: missing.lua:1: data.train: cannot open data file cdata/none.csv"* ]] &&
    [ "$(tail -n 1 <<<"$out")" = "ok, but the data is not all here" ]; then
     pass check-data-missing-named
 else
     fail check-data-missing-named "exit $rc: $out"
 fi
+expect_error train-data-option-named 1 "paddle: option --train: cannot open data file cdata/none.csv" \
+    "$PADDLE" train cols_ok.lua --train=cdata/none.csv
+# a line that does not parse is a mistake in what train was given (exit 2),
+# named by file and line, with the setting that would skip it
+printf '1,2,3,4\n5,6,x,8\n' >cdata/bad.csv
+sed 's|cdata/four.csv|cdata/bad.csv|' cols_ok.lua >badline.lua
+bad_said="paddle: cdata/bad.csv:2: field 3 is not a decimal number: 'x' (data.on_error = \"skip\" would skip such lines)"
+run_capture "$PADDLE" train badline.lua --save_dir=badline_out
+if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = "$bad_said" ]; then pass train-malformed-line
+else fail train-malformed-line "exit $rc: $out"; fi
+expect_error check-malformed-line 2 "$bad_said" "$PADDLE" check badline.lua
 # check shows restarts and checkpoints as the job will use them
 run_capture "$PADDLE" check cols_ok.lua --restarts=2 --checkpoint_dir=ck
 if [ "$rc" -eq 0 ] && [[ "$out" == *"mode sync, restarts 2 (from the last checkpoint)"* ]] &&

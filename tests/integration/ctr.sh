@@ -69,14 +69,15 @@ n=$(grep -o 'trainer [01]\].*pass 0 done: [0-9]* samples' <<<"$out" | awk '{ s +
 if [ $rc -eq 0 ] && [ "$n" = 18000 ]; then pass train_list
 else fail train_list "rc $rc, $n samples over both trainers (want 18000): $(tail -n 5 <<<"$out")"; fi
 
-# malformed lines: file:line, and on_error = "skip" goes on
+# malformed lines: file:line, exit 2 (a mistake in what train was given),
+# and on_error = "skip" goes on
 mkdir -p recipes/data/bad
 { head -n 3 recipes/data/criteo-gen/test.txt
   head -n 1 recipes/data/criteo-gen/test.txt | awk -F'\t' -v OFS='\t' '{ $20 = "zz12"; print }'
   head -n 1 recipes/data/criteo-gen/test.txt | cut -f 1-30
   tail -n 5 recipes/data/criteo-gen/test.txt; } >recipes/data/bad/bad.txt
 run_capture "$PADDLE" train recipes/ctr_dnn.lua --train=data/bad/bad.txt --test=data/bad/bad.txt --passes=1
-if [ $rc -eq 1 ] && grep -q "^paddle: recipes/data/bad/bad.txt:4: field 20 (C6) 'zz12' is not hexadecimal$" <<<"$out"
+if [ $rc -eq 2 ] && grep -q "^paddle: recipes/data/bad/bad.txt:4: field 20 (C6) 'zz12' is not hexadecimal (data.on_error = \"skip\" would skip such lines)$" <<<"$out"
 then pass malformed_hex; else fail malformed_hex "rc $rc: $(tail -n 3 <<<"$out")"; fi
 run_capture "$PADDLE" train recipes/ctr_dnn.lua --train=data/bad/bad.txt --test=data/bad/bad.txt --passes=2 \
     --on_error=skip --save_dir=skip_out

@@ -91,9 +91,12 @@ c=$(grep -o 'pass 0 done.*test cost [0-9.e+-]*' <<<"$out" | awk '{print $NF}')
 if [ $rc -eq 0 ] && [ -n "$c" ] && awk -v c="$c" 'BEGIN { exit !(c < 30) }'; then pass init_model
 else fail init_model "rc $rc, test cost '$c': $out"; fi
 
-# a model of the wrong shape is refused with a clear message
+# a model of the wrong shape is refused with a clear message, as a mistake
+# in what it was given (exit 2: a job is not restarted for it)
 $PY -c "import numpy as np; np.save('output/pass-00099/fc_0.w_0.npy', np.zeros((12, 1), np.float32))"
-expect_error init_model_shape 1 "differs from the model's (13, 1)" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-00099
+expect_error init_model_shape 2 "--init_model: loading model output/pass-00099: output/pass-00099/fc_0.w_0.npy: shape (12, 1) differs from the model's (13, 1): a model of another recipe?" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-00099
+# one that is not there is named as one (a fault, exit 1: it may be made yet)
+expect_error init_model_missing 1 "paddle: --init_model: model output/pass-99999: no such directory" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-99999
 
 # Ctrl+C on a local paddle run: every role stops, the launcher says so and
 # exits 130; a trainer stopped with the job logs no error, and a pserver

@@ -90,22 +90,23 @@ run_capture "$PADDLE" help predict
 if [ "$rc" -eq 0 ] && [[ "$out" == *"usage: paddle predict RECIPE --model DIR --input FILE"* ]]; then pass predict-help
 else fail predict-help "exit $rc: $out"; fi
 
-# errors: one line each
+# errors: one line each; a model that is not there is a fault (1), one
+# that is not this recipe's a mistake in what predict was given (2)
 expect_error predict-no-model-dir 1 "model nope: no such directory" \
     "$PADDLE" predict fit.lua --model nope --input data/uci_housing/housing.data
 mkdir -p empty
-expect_error predict-not-a-model 1 "no manifest.json" \
+expect_error predict-not-a-model 2 "no manifest.json" \
     "$PADDLE" predict fit.lua --model empty --input data/uci_housing/housing.data
 sed 's/nn.fc(x, 1)/nn.fc(nn.fc(x, 4), 1)/' fit.lua >deeper.lua
-expect_error predict-other-recipe-names 1 "a model of another recipe?" \
+expect_error predict-other-recipe-names 2 "a model of another recipe?" \
     "$PADDLE" predict deeper.lua --model output/pass-00002 --input data/uci_housing/housing.data
 sed -e 's/nn.data("x", 13)/nn.data("x", 12)/' -e 's/x=1-13/x=1-12/' -e 's/y=14/y=13/' csv.lua >narrow.lua
-expect_error predict-other-recipe-shapes 1 "differs from the model's (12, 1): a model of another recipe?" \
+expect_error predict-other-recipe-shapes 2 "differs from the model's (12, 1): a model of another recipe?" \
     "$PADDLE" predict narrow.lua --model csv_out/pass-00000 --input train.csv
 $PY -c "
 import numpy as np
 np.savetxt('short.csv', np.loadtxt('$data')[:5, :10], delimiter=',', fmt='%.6g')"
-expect_error predict-missing-slot 1 "10 fields, the model reads 13" \
+expect_error predict-missing-slot 2 "10 fields, the model reads 13" \
     "$PADDLE" predict csv.lua --model csv_out/pass-00000 --input short.csv --output short.out
 sed 's/return { cost = nn.square_error_cost(p, y), predict = p }/return nn.square_error_cost(p, y)/' fit.lua >nopred.lua
 expect_error predict-no-predict-layer 2 "the model has no predict layer" \

@@ -62,8 +62,9 @@ run_capture "$PADDLE" run recommendation.lua --passes=5 --log_period=100000 --sa
 if [ $rc -ne 0 ]; then fail run "paddle run failed (rc $rc): $(tail -n 20 <<<"$out")"
 else rmse_ok run "$out"; fi
 
-# a malformed line stops the job, naming the file and line
+# a malformed line stops the job (exit 2: no restart would mend it), naming
+# the file and line, and the option that named the data
 printf '1::F::1::10::48067\n2::M::60::16::70072\n' >bad_users.dat
 mkdir -p data/bad && cp bad_users.dat data/bad/users.dat && cp data/ml-gen/movies.dat data/ml-gen/ratings.dat data/bad/
-expect_error malformed_line 1 "data/bad/users.dat:2: Age must be one of 1, 18, 25, 35, 45, 50, 56, got '60'" \
+expect_error malformed_line 2 "option --train: data/bad/users.dat:2: Age must be one of 1, 18, 25, 35, 45, 50, 56, got '60'" \
     "$PADDLE" train recommendation.lua --train=data/bad --test=data/bad --passes=1

@@ -163,7 +163,7 @@ mv data/uci_housing/housing.data housing.away
 rc=$?
 mv housing.away data/uci_housing/housing.data
 if [ "$rc" -eq 1 ] && [ "$markers" -ge 1 ] && [ "$(ls ckpt_own/ckpt-*/complete | wc -l)" -eq "$markers" ] &&
-   grep -q '^paddle: trainer [01] exited with status 1 (cannot open .*data/uci_housing/housing.data: .*); restarting the job from its start (it had not trained a batch) (restart 1 of 1)$' job.out &&
+   grep -q '^paddle: trainer [01] exited with status 1 (.*restartjob.lua:[0-9]*: data.train: cannot open .*data/uci_housing/housing.data: .*); restarting the job from its start (it had not trained a batch) (restart 1 of 1)$' job.out &&
    ! grep -q '^\[.*resum' job.out &&
    grep -q "^paddle: this job trained no batch, and ckpt_own holds the earlier job's checkpoints: the same command with --resume continues that job$" job.out; then
     pass fresh_job_restarted_before_a_batch_starts_fresh
@@ -197,3 +197,18 @@ else
     fail save_dir_a_file_not_restarted "rc $rc: $(grep -v '^\[' job.out | tail -n 6)"
 fi
 check save_dir_no_leftovers no_leftovers
+# so is a data line that does not parse: the trainers read the same line
+# again after any restart
+cp data/uci_housing/housing.data housing.good
+echo "1 2 x" >>data/uci_housing/housing.data
+"$PADDLE" run "$recipe" --restarts=2 >job.out 2>&1
+rc=$?
+mv housing.good data/uci_housing/housing.data
+if [ "$rc" -eq 2 ] &&
+   grep -q "^paddle: trainer [01] exited with status 2 (.*restartjob.lua:[0-9]*: data.train: .*data/uci_housing/housing.data:507: field 3 is not a decimal number: 'x'); stopping the job (what it was given is wrong: a restart would end the same way)$" job.out &&
+   ! grep -q 'restarting' job.out; then
+    pass malformed_data_not_restarted
+else
+    fail malformed_data_not_restarted "rc $rc: $(grep -v '^\[' job.out | tail -n 6)"
+fi
+check malformed_data_no_leftovers no_leftovers

@@ -1612,14 +1612,24 @@ PD_TEST(reader_refuses_hex_ids_empty_files_and_directories)
     char *p = pd_test_write("ok.csv", "3,1.5\n");
     CHECK_EQ_INT(read_first(p, NULL), 1);
     free(p);
+    /* a line that does not parse is the job's input (PD_EINPUT: exit 2, no
+     * restart), the setting that would skip it named */
     p = pd_test_write("hex.csv", "3,1.5\n0x3,1.5\n");
-    CHECK(read_first(p, NULL) < 0);
+    CHECK_EQ_INT(read_first(p, NULL), PD_EINPUT);
     CHECK_CONTAINS(pd_err_msg(), "hex.csv:2: ");
     CHECK_CONTAINS(pd_err_msg(), "0x3");
+    CHECK_CONTAINS(pd_err_msg(), "(data.on_error = \"skip\" would skip such lines)");
     free(p);
     p = pd_test_write("empty.csv", "");
-    CHECK(read_first(p, NULL) < 0);
+    CHECK_EQ_INT(read_first(p, NULL), PD_EINPUT);
     CHECK_CONTAINS(pd_err_msg(), "empty.csv is empty");
+    free(p);
+    /* a file that is not there is a fault (it may come), named with the
+     * line of the recipe that set data.train */
+    p = pd_xasprintf("%s/gone.csv", pd_test_dir());
+    CHECK_EQ_INT(read_first(p, NULL), PD_ENOENT);
+    CHECK_CONTAINS(pd_err_msg(), "csv.lua:1: data.train: cannot open data file ");
+    CHECK_CONTAINS(pd_err_msg(), "gone.csv: No such file or directory");
     free(p);
     p = pd_test_write("blank.csv", "\n# nothing\n");
     CHECK(read_first(p, NULL) < 0);
