@@ -363,7 +363,8 @@ static int first_batch(const pd_recipe *r, int part)
  * part and of the test part, where the files are here. Returns 0 with the
  * "data" lines to print in *said (what was read, and what could not be
  * because it is not here: *absent), or the exit status of an error (said):
- * 2 for the recipe's, 1 for the data's. */
+ * 2 for a mistake (the recipe's, a data line that does not parse), 1 for a
+ * fault. */
 static int check_data(const pd_recipe *r, pd_buf *said, int *absent)
 {
     static const int parts[] = {PD_PART_TRAIN, PD_PART_TEST};
@@ -1045,7 +1046,7 @@ static const command commands[] = {
      "cost and metrics over FILE go to stderr. --part: all of FILE (default), or\n"
      "the part the recipe trains or tests on (uci_housing and movielens hold a\n"
      "test part out of one file).\n"},
-    {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--resume] [--key=value ...]",
+    {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--resume] [--accept-new-host-keys] [--key=value ...]",
      "Run the job: pservers and trainers (a local simulated cluster without hosts).",
      "Without hosts in the recipe, every pserver and trainer is a child process on\n"
      "this machine on free ports. Output comes back prefixed [pserver 0], [trainer 1];\n"
@@ -1054,8 +1055,10 @@ static const command commands[] = {
      "naming it; with job.restarts or --restarts=N the whole job restarts from its\n"
      "last checkpoint, up to N times), or on Ctrl+C (every role is ended).\n"
      "--resume continues a stopped job from its last checkpoint (over SSH: in the\n"
-     "job directory of the last job started from here). --key=value overrides the\n"
-     "recipe and is passed on to every role. See docs/faults.md.\n"},
+     "job directory of the last job started from here). --accept-new-host-keys\n"
+     "records the key of a host not yet in known_hosts (the first contact; a key\n"
+     "that changed is refused as ever). --key=value overrides the recipe and is\n"
+     "passed on to every role. See docs/faults.md and docs/cluster.md.\n"},
     {"node", cmd_node, "RECIPE --roles=... --endpoints=...",
      "(internal) The agent the launcher runs on each node over SSH.",
      "Starts the roles placed on this node, streams their output, and ends them\n"

@@ -293,7 +293,7 @@ static int read_file(loader *ld, const char *dir, const char *name, int nfields,
         }
         if (st < 0) {
             if (!skip_bad) {
-                rc = st;
+                rc = pd_err_set(st, "%s (data.on_error = \"skip\" would skip such lines)", pd_err_msg());
                 break;
             }
             if (ld->ml->skipped < 10) PD_WARN("skipping: %s", pd_err_msg());

@@ -814,7 +814,7 @@ static int check_data_file(const char *path)
 
 /* An error in the files of data.train (or data.test) as the reader opens
  * them, prefixed with where that key was set ("recipe.lua:14: data.train",
- * or "option --train"); a file that does not parse is the job's input
+ * "option --train", or the caller's opts.where); a file that does not parse is the job's input
  * (PD_EINPUT). The recipe's own mistakes already say where they are. */
 static int data_error(const pd_reader *rd, int rc)
 {
@@ -824,6 +824,7 @@ static int data_error(const pd_reader *rd, int rc)
     char buf[512];
     const char *where = pd_recipe_where(rd->r, key, buf, sizeof buf);
     if (rc == PD_EDATA) rc = PD_EINPUT;
+    if (rd->o.where) return pd_err_wrap(rc, "%s", rd->o.where);
     if (strncmp(where, "option ", 7) == 0 || !set) return pd_err_wrap(rc, "%s", where);
     return pd_err_wrap(rc, "%s: data.%s", set, key);
 }

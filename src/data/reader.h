@@ -56,6 +56,8 @@ typedef struct pd_reader_opts {
      * a row with the columns of every needed slot but not of the others gets
      * zeros there and counts in pd_reader_unlabeled(). */
     const unsigned char *need;
+    const char *where;  /* where the data was named, for an error opening it
+                         * ("option --input"); NULL: data.train or data.test */
 } pd_reader_opts;
 
 typedef struct pd_reader pd_reader;

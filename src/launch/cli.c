@@ -81,6 +81,10 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
                 }
                 value = argv[++i];
             }
+            if (!*value) {
+                fprintf(stderr, "paddle %s: --cluster needs a file\n", cmd);
+                goto usage;
+            }
             free(c->cluster);
             c->cluster = pd_xstrdup(value);
         } else if (is_known(known, name, len, &flag)) {

@@ -959,15 +959,17 @@ static member *failed_early(pd_sup *s)
 }
 
 /* Pserver m closed its ready pipe, or another role ended: name the first
- * that ended badly (m, after it ended, when none did), with its last lines. */
-static int not_listening(pd_sup *s, member *m)
+ * that ended badly (m, after it ended, when none did), with its last lines.
+ * A signal that comes meanwhile is kept in *sig: the job stops on it. */
+static int not_listening(pd_sup *s, member *m, int *sig)
 {
     member *first = NULL;
-    for (double until = pd_now() + 2; !m->exited && !(first = failed_early(s)) && pd_now() < until;)
-        pump(s, pd_now() + 0.05, UNTIL_EVENT);
+    for (double until = pd_now() + 2; !*sig && !m->exited && !(first = failed_early(s)) && pd_now() < until;)
+        *sig = pump(s, pd_now() + 0.05, UNTIL_EVENT);
+    if (*sig) return 1;
     if (first || (first = failed_early(s))) m = first;
     config_error(s, m);
-    pump(s, pd_now() + 0.2, UNTIL_ALL_ENDED); /* the output it left */
+    *sig = pump(s, pd_now() + 0.2, UNTIL_ALL_ENDED); /* the output it left */
     char how[96];
     describe(m, how, sizeof how);
     say("paddle: %s %s before it listened\n", m->name, how);
@@ -983,9 +985,9 @@ static int wait_ready(pd_sup *s, member *m, double deadline, int *sig)
 {
     while (m->port == 0) {
         struct pollfd p = {.fd = m->ready_fd, .events = POLLIN};
-        if (poll(&p, 1, 100) > 0 && (m->port = read_ready(m)) < 0) return not_listening(s, m);
+        if (poll(&p, 1, 100) > 0 && (m->port = read_ready(m)) < 0) return not_listening(s, m, sig);
         if ((*sig = pump(s, pd_now() + 0.01, UNTIL_EVENT)) != 0) return 1;
-        if (failed_early(s)) return not_listening(s, m);
+        if (failed_early(s)) return not_listening(s, m, sig);
         if (pd_now() > deadline) {
             say("paddle: %s did not start listening within %.0f s\n", m->name, READY_TIMEOUT);
             print_tail(m);

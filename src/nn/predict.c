@@ -61,7 +61,7 @@ static int write_rows(pd_net *net, const pd_batch *b, const int *ids, int nids, 
 static int open_input(pd_reader **rd, const pd_recipe *r, int part, const unsigned char *need)
 {
     pd_reader_opts ro = {.part = part, .nshares = 1, .batch_size = r->batch_size, .seed = (uint64_t)r->seed,
-                         .passes = 1, .need = need};
+                         .passes = 1, .need = need, .where = "option --input"};
     return pd_reader_open(rd, r, &ro);
 }
 

@@ -76,6 +76,20 @@ for form in "--init_model=" "--init_model ''"; do
         fail "empty-option-value $form" "exit $rc: $out"
     fi
 done
+for form in "--cluster=" "--cluster ''"; do
+    eval "run_capture \"\$PADDLE\" run recipes/none.lua $form"
+    if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle run: --cluster needs a file"* ]]; then
+        pass "empty-cluster $form"
+    else
+        fail "empty-cluster $form" "exit $rc: $out"
+    fi
+done
+run_capture "$PADDLE" help run
+if [ "$rc" -eq 0 ] && [[ "$out" == *"[--accept-new-host-keys]"* ]] && [[ "$out" == *"records the key of a host"* ]]; then
+    pass help-run-names-host-keys
+else
+    fail help-run-names-host-keys "exit $rc: $out"
+fi
 
 # a typo of the command's own option is named with it, a value after it or
 # not; one far from every option gets no guess
@@ -194,6 +208,19 @@ run_capture "$PADDLE" train badline.lua --save_dir=badline_out
 if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = "$bad_said" ]; then pass train-malformed-line
 else fail train-malformed-line "exit $rc: $out"; fi
 expect_error check-malformed-line 2 "$bad_said" "$PADDLE" check badline.lua
+# so is an id outside its slot's range
+printf '3,1.5\n12,1.5\n' >cdata/ids.csv
+cat >ids.lua <<'R'
+data { train = "cdata/ids.csv" }
+model = function(nn) return nn.square_error_cost(nn.fc(nn.embedding(nn.id("item", 10), 2), 1), nn.data("y", 1)) end
+optimizer = nn.sgd { learning_rate = 0.1 }
+R
+run_capture "$PADDLE" train ids.lua --save_dir=ids_out
+if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = "paddle: cdata/ids.csv:2: field 1 of slot 'item' must be an id in [0, 10), got 12 (data.on_error = \"skip\" would skip such lines)" ]; then
+    pass train-id-out-of-range
+else
+    fail train-id-out-of-range "exit $rc: $out"
+fi
 # check shows restarts and checkpoints as the job will use them
 run_capture "$PADDLE" check cols_ok.lua --restarts=2 --checkpoint_dir=ck
 if [ "$rc" -eq 0 ] && [[ "$out" == *"mode sync, restarts 2 (from the last checkpoint)"* ]] &&

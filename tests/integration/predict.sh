@@ -111,6 +111,8 @@ expect_error predict-missing-slot 2 "10 fields, the model reads 13" \
 sed 's/return { cost = nn.square_error_cost(p, y), predict = p }/return nn.square_error_cost(p, y)/' fit.lua >nopred.lua
 expect_error predict-no-predict-layer 2 "the model has no predict layer" \
     "$PADDLE" predict nopred.lua --model output/pass-00002 --input data/uci_housing/housing.data
+expect_error predict-input-missing 1 "paddle predict: option --input: cannot open nothere.data: No such file or directory" \
+    "$PADDLE" predict fit.lua --model output/pass-00002 --input nothere.data
 expect_error predict-needs-model 2 "--model DIR and --input FILE are required" "$PADDLE" predict fit.lua --input x
 expect_error predict-bad-part 2 "--part must be all, train or test" \
     "$PADDLE" predict fit.lua --model output/pass-00002 --input x --part=some
