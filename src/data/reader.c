@@ -46,6 +46,8 @@ struct pd_reader {
     int skip_bad;
     char **files;
     int nfiles;
+    char *list;         /* the .list that named the files (NULL: one file) */
+    long *list_lines;   /* the line of the list naming each */
     int split_files;    /* shares are whole files */
 
     /* uci_housing: the whole table, normalised */
@@ -219,7 +221,7 @@ static int resolve_files(pd_reader *rd, const char *path)
     }
     char *dir = dir_of(full), *line = NULL;
     size_t cap = 0;
-    int cap_files = 0, got;
+    int cap_files = 0, cap_lines = 0, got;
     long lineno = 0;
     while ((got = read_line(f, &line, &cap, full, ++lineno)) > 0) {
         trim(line);
@@ -227,6 +229,8 @@ static int resolve_files(pd_reader *rd, const char *path)
         while (isspace((unsigned char)*p)) p++;
         if (!*p || *p == '#') continue;
         PD_GROW(&rd->files, &cap_files, rd->nfiles + 2);
+        PD_GROW(&rd->list_lines, &cap_lines, rd->nfiles + 1);
+        rd->list_lines[rd->nfiles] = lineno;
         rd->files[rd->nfiles++] = join_path(dir, p);
         rd->files[rd->nfiles] = NULL;
     }
@@ -242,7 +246,7 @@ static int resolve_files(pd_reader *rd, const char *path)
         free(full);
         return rc;
     }
-    free(full);
+    rd->list = full;
     return 0;
 }
 
@@ -890,6 +894,7 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
     /* files that cannot be opened are reported now, not in the middle of a pass */
     for (int k = 0; k < rd->nfiles && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH; k++)
         if ((rc = check_data_file(rd->files[k])) < 0) {
+            if (rd->list) pd_err_wrap(rc, "%s:%ld", rd->list, rd->list_lines[k]); /* the line naming it */
             rc = data_error(rd, rc);
             goto err;
         }
@@ -1023,6 +1028,8 @@ void pd_reader_close(pd_reader *rd)
     pd_batch_free(&rd->shuf);
     for (int k = 0; k < rd->nfiles; k++) free(rd->files[k]);
     free(rd->files);
+    free(rd->list);
+    free(rd->list_lines);
     free(rd->layout);
     free(rd->cols);
     free(rd->uci);

@@ -1631,6 +1631,12 @@ PD_TEST(reader_refuses_hex_ids_empty_files_and_directories)
     CHECK_CONTAINS(pd_err_msg(), "csv.lua:1: data.train: cannot open data file ");
     CHECK_CONTAINS(pd_err_msg(), "gone.csv: No such file or directory");
     free(p);
+    /* named by a .list: the list's line is named too */
+    p = pd_test_write("gone.list", "ok.csv\n# a comment\ngone.csv\n");
+    CHECK_EQ_INT(read_first(p, NULL), PD_ENOENT);
+    CHECK_CONTAINS(pd_err_msg(), "csv.lua:1: data.train: ");
+    CHECK_CONTAINS(pd_err_msg(), "gone.list:3: cannot open data file ");
+    free(p);
     p = pd_test_write("blank.csv", "\n# nothing\n");
     CHECK(read_first(p, NULL) < 0);
     CHECK_CONTAINS(pd_err_msg(), "blank.csv holds no sample");
