@@ -71,6 +71,8 @@ function V.apply_overrides(state, overrides)
     local d = state.decls[decl] or { values = {}, file = nil, line = nil }
     state.decls[decl] = d
     d.values[key] = S.check_value("option --" .. key, decl, key, spec, v)
+    state.overridden = state.overridden or {}
+    state.overridden[key] = true
   end
 end
 
@@ -231,6 +233,12 @@ function V.resolve(state, recipe_path, dirname)
 
   if not out.data.train then
     fail(key_where("data", "train"), "missing data.train: data { train = \"train.list\", format = \"...\" }")
+  end
+  for _, part in ipairs({ "train", "test" }) do
+    if out.data[part] == "" then
+      local opt = state.overridden and state.overridden[part]
+      fail(opt and "option --" .. part or key_where("data", part), "data.%s is empty: it names a data file", part)
+    end
   end
   -- where each part was named, for an error about its files ("file:line")
   out.data.train_where = key_where("data", "train")

@@ -470,6 +470,9 @@ static int stage_libsvm(pd_reader *rd, char *line, const char *file, long lineno
 
 /* --- uci_housing ------------------------------------------------------------------ */
 
+static int bad_line(pd_reader *rd);
+static int check_data_file(const char *path);
+
 static int load_uci(pd_reader *rd)
 {
     const char *file = rd->files[0];
@@ -495,10 +498,13 @@ static int load_uci(pd_reader *rd)
     if (!f) /* the demo's file is made by recipes/prepare.sh; a user's own is not */
         return pd_err_set(PD_ENOENT, "cannot open %s: %s%s", file, strerror(errno),
                           strstr(file, "uci_housing/housing.data") ? " (recipes/prepare.sh makes the demo's copy)" : "");
+    fclose(f);
+    int rc = check_data_file(file); /* a directory, or an empty file */
+    if (rc < 0 || !(f = fopen(file, "r"))) return rc < 0 ? rc : pd_data_open_error(file);
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0;
-    int rows_cap = 0, rc = 0, got;
+    int rows_cap = 0, got;
     double vals[16];
     while ((got = read_line(f, &line, &cap, file, lineno + 1)) != 0) {
         lineno++;
@@ -510,9 +516,10 @@ static int load_uci(pd_reader *rd)
         while (isspace((unsigned char)*p)) p++;
         if (!*p) continue;
         int n = parse_numbers(p, ' ', vals, 16, file, lineno);
-        if (n < 0) { rc = PD_EDATA; break; }
+        if (n >= 0 && n != 14) pd_err_set(PD_EDATA, "%s:%ld: %d fields, uci_housing rows have 14", file, lineno, n);
         if (n != 14) {
-            rc = pd_err_set(PD_EDATA, "%s:%ld: %d fields, uci_housing rows have 14", file, lineno, n);
+            if (bad_line(rd) == 0) continue; /* data.on_error = "skip" */
+            rc = PD_EINPUT;
             break;
         }
         PD_GROW(&rd->uci, &rows_cap, (rd->uci_rows + 1) * 14);
@@ -635,7 +642,10 @@ static void thread_error(pd_reader *rd)
 static int bad_line(pd_reader *rd)
 {
     if (!rd->skip_bad) {
-        pd_err_set(PD_EINPUT, "%s (data.on_error = \"skip\" would skip such lines)", pd_err_msg());
+        /* where no line parsed yet, the data and the model may not fit
+         * at all (columns, format): skipping would skip every line */
+        long good = rd->format == FMT_UCI ? rd->uci_rows : rd->sample_index;
+        pd_err_set(PD_EINPUT, "%s%s", pd_err_msg(), good ? " (data.on_error = \"skip\" would skip such lines)" : "");
         return -1;
     }
     /* the same lines again in every pass: counted and said in the first */
@@ -677,6 +687,8 @@ static int read_table_file(pd_reader *rd, const char *file)
         } else {
             int n = parse_numbers(p, rd->sep, vals, maxcols, file, lineno);
             st = n < 0 ? -1 : stage_row(rd, vals, n, file, lineno);
+            if (n < 0 && lineno == 1 && rd->format == FMT_CSV) /* names, not numbers */
+                pd_err_set(pd_err_code(), "%s (a header line? data.header = true skips it)", pd_err_msg());
         }
         if (st < 0) {
             if (pd_err_msg()[0] && strstr(pd_err_msg(), ": libsvm data needs")) { rc = -1; break; }
@@ -770,6 +782,12 @@ static int run_pass(pd_reader *rd)
             if ((rd->format == FMT_CRITEO ? read_criteo_file(rd, rd->files[k])
                                           : read_table_file(rd, rd->files[k])) < 0)
                 return -1;
+        }
+        if (rd->sample_index == 0 && rd->skipped > 0) { /* a pass of nothing would train nothing, and save it */
+            pd_err_set(PD_EINPUT, "no line of data.%s could be read: the %ld read were all malformed, and skipped "
+                       "(data.on_error = \"skip\"; the first are logged above)",
+                       rd->o.part == PD_PART_TEST ? "test" : "train", rd->skipped);
+            return -1;
         }
     }
     if (rd->shuf.n && flush_shuffle(rd) < 0) return -1;

@@ -423,13 +423,22 @@ int pd_model_load(pd_net *net, const char *dir)
 static int check_model_dir(const pd_net *net, const char *dir)
 {
     struct stat st;
-    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+    if (stat(dir, &st) < 0)
         return pd_err_set(PD_ENOENT, "model %s: no such directory (models are SAVE_DIR/pass-NNNNN or SAVE_DIR/best)",
                           dir);
+    if (!S_ISDIR(st.st_mode))
+        return pd_err_set(PD_EINPUT, "model %s is a file, not a model's directory (models are SAVE_DIR/pass-NNNNN "
+                          "or SAVE_DIR/best)", dir);
     char *path = pd_xasprintf("%s/manifest.json", dir);
     int ok = access(path, R_OK) == 0;
     free(path);
-    if (!ok) return pd_err_set(PD_EINPUT, "model %s: no manifest.json, not a model paddle saved", dir);
+    if (!ok) {
+        path = pd_xasprintf("%s/best/manifest.json", dir); /* SAVE_DIR itself */
+        ok = access(path, R_OK) == 0;
+        free(path);
+        return pd_err_set(PD_EINPUT, "model %s: no manifest.json, not a model paddle saved%s", dir,
+                          ok ? " (a save_dir: its models are DIR/pass-NNNNN or DIR/best)" : "");
+    }
     for (int i = 0; i < net->nparams; i++) {
         const pd_param *p = &net->params[i];
         path = pd_xasprintf("%s/%s.npy", dir, p->name);

@@ -208,6 +208,28 @@ run_capture "$PADDLE" train badline.lua --save_dir=badline_out
 if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = "$bad_said" ]; then pass train-malformed-line
 else fail train-malformed-line "exit $rc: $out"; fi
 expect_error check-malformed-line 2 "$bad_said" "$PADDLE" check badline.lua
+# a first line of names is said to be maybe a header; an empty data.train
+# is refused where it was set
+printf 'a,b,c,d\n1,2,3,4\n' >cdata/hdr.csv
+sed 's|cdata/four.csv|cdata/hdr.csv|' cols_ok.lua >hdr.lua
+expect_error check-header-hint 2 "paddle: cdata/hdr.csv:1: field 1 is not a decimal number: 'a' (a header line? data.header = true skips it)" \
+    "$PADDLE" check hdr.lua
+sed 's|"cdata/four.csv"|""|' cols_ok.lua >empty_train.lua
+expect_error check-empty-train 2 "paddle: empty_train.lua:1: data.train is empty: it names a data file" \
+    "$PADDLE" check empty_train.lua
+expect_error train-empty-train-option 2 "paddle: option --train: data.train is empty: it names a data file" \
+    "$PADDLE" train cols_ok.lua --train=
+# with data.on_error = "skip", data of which no line parses ends the job
+# (exit 2) rather than training nothing and saving it
+printf '1,2,x,4\n5,6,y,8\n' >cdata/allbad.csv
+sed 's|cdata/four.csv|cdata/allbad.csv|' cols_ok.lua >allbad.lua
+run_capture "$PADDLE" train allbad.lua --on_error=skip --save_dir=allbad_out
+if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = 'paddle: no line of data.train could be read: the 2 read were all malformed, and skipped (data.on_error = "skip"; the first are logged above)' ] &&
+   [ ! -e allbad_out/pass-00000 ]; then
+    pass train-all-lines-skipped
+else
+    fail train-all-lines-skipped "exit $rc: $out"
+fi
 # so is an id outside its slot's range
 printf '3,1.5\n12,1.5\n' >cdata/ids.csv
 cat >ids.lua <<'R'

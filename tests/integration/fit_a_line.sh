@@ -97,6 +97,27 @@ $PY -c "import numpy as np; np.save('output/pass-00099/fc_0.w_0.npy', np.zeros((
 expect_error init_model_shape 2 "--init_model: loading model output/pass-00099: output/pass-00099/fc_0.w_0.npy: shape (12, 1) differs from the model's (13, 1): a model of another recipe?" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-00099
 # one that is not there is named as one (a fault, exit 1: it may be made yet)
 expect_error init_model_missing 1 "paddle: --init_model: model output/pass-99999: no such directory" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-99999
+# a file, or a save_dir rather than one of its models, is a mistake
+expect_error init_model_a_file 2 "paddle: --init_model: model fit_a_line.lua is a file, not a model's directory" \
+    "$PADDLE" train fit_a_line.lua --passes=1 --init_model fit_a_line.lua
+expect_error init_model_a_save_dir 2 "no manifest.json, not a model paddle saved (a save_dir: its models are DIR/pass-NNNNN or DIR/best)" \
+    "$PADDLE" train fit_a_line.lua --passes=1 --init_model output
+
+# uci_housing: a directory for its file is a mistake (exit 2), and a
+# malformed line is skipped with data.on_error = "skip", as in other formats
+expect_error uci_directory 2 "paddle: option --train: data file data/uci_housing is a directory" \
+    "$PADDLE" train fit_a_line.lua --passes=1 --train=data/uci_housing
+sed '5s/^ *[0-9.]*/ x/' data/uci_housing/housing.data >bad_housing.data
+expect_error uci_malformed 2 "bad_housing.data:5: field 1 is not a decimal number: 'x' (data.on_error = \"skip\" would skip such lines)" \
+    "$PADDLE" train fit_a_line.lua --passes=1 --train=bad_housing.data --test=bad_housing.data
+run_capture "$PADDLE" train fit_a_line.lua --passes=1 --train=bad_housing.data --test=bad_housing.data --on_error=skip \
+    --save_dir=skip_out
+if [ "$rc" -eq 0 ] && [[ "$out" == *"skipping: bad_housing.data:5: field 1 is not a decimal number: 'x'"* ]] &&
+   [[ "$out" == *"1 malformed line skipped in each pass"* ]] && [ -f skip_out/pass-00000/manifest.json ]; then
+    pass uci_skip
+else
+    fail uci_skip "exit $rc: $(tail -n 4 <<<"$out")"
+fi
 
 # Ctrl+C on a local paddle run: every role stops, the launcher says so and
 # exits 130; a trainer stopped with the job logs no error, and a pserver

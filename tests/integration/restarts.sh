@@ -205,7 +205,7 @@ echo "1 2 x" >>data/uci_housing/housing.data
 rc=$?
 mv housing.good data/uci_housing/housing.data
 if [ "$rc" -eq 2 ] &&
-   grep -q "^paddle: trainer [01] exited with status 2 (.*restartjob.lua:[0-9]*: data.train: .*data/uci_housing/housing.data:507: field 3 is not a decimal number: 'x'); stopping the job (what it was given is wrong: a restart would end the same way)$" job.out &&
+   grep -q "^paddle: trainer [01] exited with status 2 (.*restartjob.lua:[0-9]*: data.train: .*data/uci_housing/housing.data:507: field 3 is not a decimal number: 'x' (data.on_error = \"skip\" would skip such lines)); stopping the job (what it was given is wrong: a restart would end the same way)$" job.out &&
    ! grep -q 'restarting' job.out; then
     pass malformed_data_not_restarted
 else
