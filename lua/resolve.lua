@@ -235,9 +235,9 @@ function V.resolve(state, recipe_path, dirname)
     fail(key_where("data", "train"), "missing data.train: data { train = \"train.list\", format = \"...\" }")
   end
   for _, part in ipairs({ "train", "test" }) do
-    if out.data[part] == "" then
-      local opt = state.overridden and state.overridden[part]
-      fail(opt and "option --" .. part or key_where("data", part), "data.%s is empty: it names a data file", part)
+    if out.data[part] == "" and out.data.format ~= "synthetic" then -- synthetic data reads no file
+      local by_option = state.overridden and state.overridden[part]
+      fail(by_option and "option --" .. part or key_where("data", part), "data.%s is empty: it names a data file", part)
     end
   end
   -- where each part was named, for an error about its files ("file:line")

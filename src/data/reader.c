@@ -784,9 +784,10 @@ static int run_pass(pd_reader *rd)
                 return -1;
         }
         if (rd->sample_index == 0 && rd->skipped > 0) { /* a pass of nothing would train nothing, and save it */
-            pd_err_set(PD_EINPUT, "no line of data.%s could be read: the %ld read were all malformed, and skipped "
+            pd_err_set(PD_EINPUT, "%s: no line could be read: the %ld read were all malformed, and skipped "
                        "(data.on_error = \"skip\"; the first are logged above)",
-                       rd->o.part == PD_PART_TEST ? "test" : "train", rd->skipped);
+                       rd->o.where ? rd->o.where : rd->o.part == PD_PART_TEST ? "data.test" : "data.train",
+                       rd->skipped);
             return -1;
         }
     }

@@ -224,7 +224,7 @@ expect_error train-empty-train-option 2 "paddle: option --train: data.train is e
 printf '1,2,x,4\n5,6,y,8\n' >cdata/allbad.csv
 sed 's|cdata/four.csv|cdata/allbad.csv|' cols_ok.lua >allbad.lua
 run_capture "$PADDLE" train allbad.lua --on_error=skip --save_dir=allbad_out
-if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = 'paddle: no line of data.train could be read: the 2 read were all malformed, and skipped (data.on_error = "skip"; the first are logged above)' ] &&
+if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = 'paddle: data.train: no line could be read: the 2 read were all malformed, and skipped (data.on_error = "skip"; the first are logged above)' ] &&
    [ ! -e allbad_out/pass-00000 ]; then
     pass train-all-lines-skipped
 else
