@@ -28,6 +28,7 @@
 #include "ps/server.h"
 #include "ps/trainer.h"
 #include "core/crypto.h"
+#include "core/fs.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -36,6 +37,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -517,6 +519,44 @@ static void print_metrics(const pd_recipe *r, const pd_predict_opts *o)
     fprintf(stderr, "\n");
 }
 
+/* --output, written as OUTPUT.partial-PID beside it and renamed over it
+ * once every prediction is there: a predict that fails leaves an earlier
+ * file as it was. A FIFO or a device (/dev/stdout) is written directly.
+ * *tmp: the name written, to rename or remove (NULL where direct). */
+static FILE *open_output(const char *output, char **tmp)
+{
+    struct stat st;
+    *tmp = NULL;
+    if (stat(output, &st) == 0 && !S_ISREG(st.st_mode)) return fopen(output, "w");
+    if (access(output, F_OK) == 0 && access(output, W_OK) != 0) return NULL; /* one it may not write stays so */
+    *tmp = pd_xasprintf("%s.partial-%ld", output, (long)getpid());
+    FILE *f = fopen(*tmp, "w");
+    if (!f) {
+        int e = errno;
+        free(*tmp);
+        *tmp = NULL;
+        errno = e;
+    }
+    return f;
+}
+
+/* Close --output; renamed into place where rc is 0, removed where not.
+ * Returns rc, or 1 where writing failed (said). */
+static int close_output(FILE *f, const char *output, char *tmp, int rc)
+{
+    if (fclose(f) != 0 && rc == 0) {
+        fprintf(stderr, "paddle predict: cannot write %s: %s\n", output, strerror(errno));
+        rc = 1;
+    }
+    if (tmp && rc == 0 && rename(tmp, output) != 0) {
+        fprintf(stderr, "paddle predict: cannot write %s: %s\n", output, strerror(errno));
+        rc = 1;
+    }
+    if (tmp && rc != 0) unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
 static int cmd_predict(int argc, char **argv)
 {
     static const char *const known[] = {"model", "input", "output", "part", NULL};
@@ -540,25 +580,30 @@ static int cmd_predict(int argc, char **argv)
         /* --input as the shell names it, from here; one that is not here
          * is looked for beside the recipe, as its data files are */
         char *here = NULL, cwd[4096];
-        if (o.input[0] != '/' && access(o.input, F_OK) == 0 && getcwd(cwd, sizeof cwd))
+        const char *given = o.input;
+        int not_here = o.input[0] != '/' && access(o.input, F_OK) != 0;
+        if (o.input[0] != '/' && !not_here && getcwd(cwd, sizeof cwd))
             o.input = here = pd_xasprintf("%s/%s", cwd, o.input);
-        o.out = output ? fopen(output, "w") : stdout;
+        char *tmp = NULL;
+        o.out = output ? open_output(output, &tmp) : stdout;
+        int out_errno = errno;
         o.metrics = pd_xcalloc((size_t)r.nmetrics + 1, sizeof *o.metrics);
         if (!o.out) {
-            fprintf(stderr, "paddle predict: cannot write %s: %s\n", output, strerror(errno));
-            rc = 1;
+            /* a directory not there, or not writable: what it was given */
+            fprintf(stderr, "paddle predict: option --output: cannot write %s: %s\n", output, strerror(out_errno));
+            rc = pd_path_errno(out_errno) ? 2 : 1;
         } else if ((rc = pd_predict(&r, &o)) < 0) {
-            fprintf(stderr, "paddle predict: %s\n", pd_err_msg());
+            /* one looked for beside the recipe was not here either */
+            int twice = rc == PD_ENOENT && not_here && strchr(r.path, '/');
+            fprintf(stderr, "paddle predict: %s%s%s%s\n", pd_err_msg(), twice ? " (nor " : "", twice ? given : "",
+                    twice ? " here)" : "");
             rc = config_error(rc) ? 2 : 1;
         } else if (o.labelled) {
             print_metrics(&r, &o);
         } else {
             fprintf(stderr, "%ld samples, without labels: no test cost\n", o.samples);
         }
-        if (o.out && o.out != stdout && fclose(o.out) != 0 && rc == 0) {
-            fprintf(stderr, "paddle predict: cannot write %s: %s\n", output, strerror(errno));
-            rc = 1;
-        }
+        if (o.out && o.out != stdout) rc = close_output(o.out, output, tmp, rc);
         free(o.metrics);
         free(here);
         pd_recipe_free(&r);
@@ -1045,7 +1090,9 @@ static const command commands[] = {
      "(csv rows may lack the label columns); when every sample has them, the test\n"
      "cost and metrics over FILE go to stderr. --part: all of FILE (default), or\n"
      "the part the recipe trains or tests on (uci_housing and movielens hold a\n"
-     "test part out of one file).\n"},
+     "test part out of one file). --output FILE is replaced only when every\n"
+     "prediction is written (until then FILE.partial-PID beside it): a predict\n"
+     "that fails leaves an earlier FILE as it was.\n"},
     {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--resume] [--accept-new-host-keys] [--key=value ...]",
      "Run the job: pservers and trainers (a local simulated cluster without hosts).",
      "Without hosts in the recipe, every pserver and trainer is a child process on\n"

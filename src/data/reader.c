@@ -471,7 +471,7 @@ static int stage_libsvm(pd_reader *rd, char *line, const char *file, long lineno
 /* --- uci_housing ------------------------------------------------------------------ */
 
 static int bad_line(pd_reader *rd);
-static int check_data_file(const char *path);
+static int open_data_file(const char *path, FILE **out);
 
 static int load_uci(pd_reader *rd)
 {
@@ -494,13 +494,15 @@ static int load_uci(pd_reader *rd)
         return pd_err_set(PD_ERECIPE, "%s: uci_housing gives 13 features and 1 price: the model must read "
                                       "nn.data(x, 13) and nn.data(y, 1)", where);
     }
-    FILE *f = fopen(file, "r");
-    if (!f) /* the demo's file is made by recipes/prepare.sh; a user's own is not */
-        return pd_err_set(PD_ENOENT, "cannot open %s: %s%s", file, strerror(errno),
-                          strstr(file, "uci_housing/housing.data") ? " (recipes/prepare.sh makes the demo's copy)" : "");
-    fclose(f);
-    int rc = check_data_file(file); /* a directory, or an empty file */
-    if (rc < 0 || !(f = fopen(file, "r"))) return rc < 0 ? rc : pd_data_open_error(file);
+    FILE *f;
+    int rc = open_data_file(file, &f);
+    if (rc == PD_ENOENT && strstr(file, "uci_housing/housing.data")) {
+        /* the demo's file is made by recipes/prepare.sh; a user's own is not */
+        char said[1024];
+        snprintf(said, sizeof said, "%s", pd_err_msg());
+        return pd_err_set(rc, "%s (recipes/prepare.sh makes the demo's copy)", said);
+    }
+    if (rc < 0) return rc;
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0;
@@ -626,14 +628,19 @@ static int offer(pd_reader *rd)
     return 0;
 }
 
+static int data_error(const pd_reader *rd, int rc);
+
 static void thread_error(pd_reader *rd)
 {
     int code = pd_err_code();
+    /* named where data.train (or test) was set; a file that does not
+     * parse (PD_EDATA, made PD_EINPUT there) fails the same way when read
+     * again, a read error, or a file gone since the reader opened it, is a
+     * fault */
+    code = data_error(rd, code < 0 ? code : PD_EIO);
     pthread_mutex_lock(&rd->mu);
     snprintf(rd->errmsg, sizeof rd->errmsg, "%s", pd_err_msg());
-    /* a file that does not parse fails the same way when read again; a
-     * read error, or a file gone since the reader opened it, is a fault */
-    rd->errcode = code == PD_EDATA ? PD_EINPUT : code < 0 ? code : PD_EIO;
+    rd->errcode = code;
     pthread_mutex_unlock(&rd->mu);
     push(rd, ITEM_ERROR, NULL);
 }
@@ -784,10 +791,8 @@ static int run_pass(pd_reader *rd)
                 return -1;
         }
         if (rd->sample_index == 0 && rd->skipped > 0) { /* a pass of nothing would train nothing, and save it */
-            pd_err_set(PD_EINPUT, "%s: no line could be read: the %ld read were all malformed, and skipped "
-                       "(data.on_error = \"skip\"; the first are logged above)",
-                       rd->o.where ? rd->o.where : rd->o.part == PD_PART_TEST ? "data.test" : "data.train",
-                       rd->skipped);
+            pd_err_set(PD_EINPUT, "no line could be read: the %ld read were all malformed, and skipped "
+                       "(data.on_error = \"skip\"; the first are logged above)", rd->skipped);
             return -1;
         }
     }
@@ -822,17 +827,20 @@ static void *reader_main(void *arg)
 /* --- consumer side ---------------------------------------------------------------- */
 
 /* A data file must open, and be a non-empty file (a directory, or an empty
- * file, would train nothing and look like success). */
-static int check_data_file(const char *path)
+ * file, would train nothing and look like success). Opened into *out, or
+ * closed again where out is NULL. */
+static int open_data_file(const char *path, FILE **out)
 {
     FILE *f = fopen(path, "r");
     if (!f) return pd_data_open_error(path);
     struct stat st;
     int rc = fstat(fileno(f), &st);
-    fclose(f);
-    if (rc == 0 && S_ISDIR(st.st_mode)) return pd_err_set(PD_EDATA, "data file %s is a directory", path);
-    if (rc == 0 && S_ISREG(st.st_mode) && st.st_size == 0) return pd_err_set(PD_EDATA, "data file %s is empty", path);
-    return 0;
+    if (rc == 0 && S_ISDIR(st.st_mode)) rc = pd_err_set(PD_EDATA, "data file %s is a directory", path);
+    else if (rc == 0 && S_ISREG(st.st_mode) && st.st_size == 0) rc = pd_err_set(PD_EDATA, "data file %s is empty", path);
+    else rc = 0;
+    if (rc < 0 || !out) fclose(f);
+    else *out = f;
+    return rc;
 }
 
 /* An error in the files of data.train (or data.test) as the reader opens
@@ -912,7 +920,7 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
     }
     /* files that cannot be opened are reported now, not in the middle of a pass */
     for (int k = 0; k < rd->nfiles && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH; k++)
-        if ((rc = check_data_file(rd->files[k])) < 0) {
+        if ((rc = open_data_file(rd->files[k], NULL)) < 0) {
             if (rd->list) pd_err_wrap(rc, "%s:%ld", rd->list, rd->list_lines[k]); /* the line naming it */
             rc = data_error(rd, rc);
             goto err;

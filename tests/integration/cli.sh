@@ -68,21 +68,18 @@ fi
 
 # an option's empty value is no value (--init_model= would read the model
 # from /), whether after '=' or as the next argument
-for form in "--init_model=" "--init_model ''"; do
-    eval "run_capture \"\$PADDLE\" train recipes/none.lua $form"
-    if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle train: --init_model needs a value"* ]]; then
-        pass "empty-option-value $form"
-    else
-        fail "empty-option-value $form" "exit $rc: $out"
-    fi
-done
-for form in "--cluster=" "--cluster ''"; do
-    eval "run_capture \"\$PADDLE\" run recipes/none.lua $form"
-    if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle run: --cluster needs a file"* ]]; then
-        pass "empty-cluster $form"
-    else
-        fail "empty-cluster $form" "exit $rc: $out"
-    fi
+# (name|command|option|what it says), each in both forms
+for c in "empty-option-value|train|--init_model|--init_model needs a value" \
+         "empty-cluster|run|--cluster|--cluster needs a file"; do
+    IFS='|' read -r name cmd opt said <<<"$c"
+    for form in "$opt=" "$opt ''"; do
+        eval "run_capture \"\$PADDLE\" $cmd recipes/none.lua $form"
+        if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle $cmd: $said"* ]]; then
+            pass "$name $form"
+        else
+            fail "$name $form" "exit $rc: $out"
+        fi
+    done
 done
 run_capture "$PADDLE" help run
 if [ "$rc" -eq 0 ] && [[ "$out" == *"[--accept-new-host-keys]"* ]] && [[ "$out" == *"records the key of a host"* ]]; then
@@ -203,7 +200,7 @@ expect_error train-data-option-named 1 "paddle: option --train: cannot open data
 # named by file and line, with the setting that would skip it
 printf '1,2,3,4\n5,6,x,8\n' >cdata/bad.csv
 sed 's|cdata/four.csv|cdata/bad.csv|' cols_ok.lua >badline.lua
-bad_said="paddle: cdata/bad.csv:2: field 3 is not a decimal number: 'x' (data.on_error = \"skip\" would skip such lines)"
+bad_said="paddle: badline.lua:1: data.train: cdata/bad.csv:2: field 3 is not a decimal number: 'x' (data.on_error = \"skip\" would skip such lines)"
 run_capture "$PADDLE" train badline.lua --save_dir=badline_out
 if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = "$bad_said" ]; then pass train-malformed-line
 else fail train-malformed-line "exit $rc: $out"; fi
@@ -212,7 +209,7 @@ expect_error check-malformed-line 2 "$bad_said" "$PADDLE" check badline.lua
 # is refused where it was set
 printf 'a,b,c,d\n1,2,3,4\n' >cdata/hdr.csv
 sed 's|cdata/four.csv|cdata/hdr.csv|' cols_ok.lua >hdr.lua
-expect_error check-header-hint 2 "paddle: cdata/hdr.csv:1: field 1 is not a decimal number: 'a' (a header line? data.header = true skips it)" \
+expect_error check-header-hint 2 "paddle: hdr.lua:1: data.train: cdata/hdr.csv:1: field 1 is not a decimal number: 'a' (a header line? data.header = true skips it)" \
     "$PADDLE" check hdr.lua
 sed 's|"cdata/four.csv"|""|' cols_ok.lua >empty_train.lua
 expect_error check-empty-train 2 "paddle: empty_train.lua:1: data.train is empty: it names a data file" \
@@ -224,7 +221,7 @@ expect_error train-empty-train-option 2 "paddle: option --train: data.train is e
 printf '1,2,x,4\n5,6,y,8\n' >cdata/allbad.csv
 sed 's|cdata/four.csv|cdata/allbad.csv|' cols_ok.lua >allbad.lua
 run_capture "$PADDLE" train allbad.lua --on_error=skip --save_dir=allbad_out
-if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = 'paddle: data.train: no line could be read: the 2 read were all malformed, and skipped (data.on_error = "skip"; the first are logged above)' ] &&
+if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = 'paddle: allbad.lua:1: data.train: no line could be read: the 2 read were all malformed, and skipped (data.on_error = "skip"; the first are logged above)' ] &&
    [ ! -e allbad_out/pass-00000 ]; then
     pass train-all-lines-skipped
 else
@@ -238,7 +235,7 @@ model = function(nn) return nn.square_error_cost(nn.fc(nn.embedding(nn.id("item"
 optimizer = nn.sgd { learning_rate = 0.1 }
 R
 run_capture "$PADDLE" train ids.lua --save_dir=ids_out
-if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = "paddle: cdata/ids.csv:2: field 1 of slot 'item' must be an id in [0, 10), got 12 (data.on_error = \"skip\" would skip such lines)" ]; then
+if [ "$rc" -eq 2 ] && [ "$(tail -n 1 <<<"$out")" = "paddle: ids.lua:1: data.train: cdata/ids.csv:2: field 1 of slot 'item' must be an id in [0, 10), got 12 (data.on_error = \"skip\" would skip such lines)" ]; then
     pass train-id-out-of-range
 else
     fail train-id-out-of-range "exit $rc: $out"

@@ -77,7 +77,7 @@ mkdir -p recipes/data/bad
   head -n 1 recipes/data/criteo-gen/test.txt | cut -f 1-30
   tail -n 5 recipes/data/criteo-gen/test.txt; } >recipes/data/bad/bad.txt
 run_capture "$PADDLE" train recipes/ctr_dnn.lua --train=data/bad/bad.txt --test=data/bad/bad.txt --passes=1
-if [ $rc -eq 2 ] && grep -q "^paddle: recipes/data/bad/bad.txt:4: field 20 (C6) 'zz12' is not hexadecimal (data.on_error = \"skip\" would skip such lines)$" <<<"$out"
+if [ $rc -eq 2 ] && grep -q "^paddle: option --train: recipes/data/bad/bad.txt:4: field 20 (C6) 'zz12' is not hexadecimal (data.on_error = \"skip\" would skip such lines)$" <<<"$out"
 then pass malformed_hex; else fail malformed_hex "rc $rc: $(tail -n 3 <<<"$out")"; fi
 run_capture "$PADDLE" train recipes/ctr_dnn.lua --train=data/bad/bad.txt --test=data/bad/bad.txt --passes=2 \
     --on_error=skip --save_dir=skip_out

@@ -111,8 +111,22 @@ expect_error predict-missing-slot 2 "10 fields, the model reads 13" \
 sed 's/return { cost = nn.square_error_cost(p, y), predict = p }/return nn.square_error_cost(p, y)/' fit.lua >nopred.lua
 expect_error predict-no-predict-layer 2 "the model has no predict layer" \
     "$PADDLE" predict nopred.lua --model output/pass-00002 --input data/uci_housing/housing.data
-expect_error predict-input-missing 1 "paddle predict: option --input: cannot open nothere.data: No such file or directory" \
+expect_error predict-input-missing 1 "paddle predict: option --input: cannot open data file nothere.data: No such file or directory" \
     "$PADDLE" predict fit.lua --model output/pass-00002 --input nothere.data
+mkdir -p sub && cp fit.lua sub/
+expect_error predict-input-missing-twice 1 "option --input: cannot open data file sub/nothere.data: No such file or directory (nor nothere.data here)" \
+    "$PADDLE" predict sub/fit.lua --model output/pass-00002 --input nothere.data
 expect_error predict-needs-model 2 "--model DIR and --input FILE are required" "$PADDLE" predict fit.lua --input x
+# an --output in a directory that is not there is a mistake (2); a predict
+# that fails leaves an earlier output as it was, and no partial file
+expect_error predict-output-dir-missing 2 "paddle predict: option --output: cannot write nodir/p.csv: No such file or directory" \
+    "$PADDLE" predict fit.lua --model output/pass-00002 --input data/uci_housing/housing.data --output nodir/p.csv
+cp test.csv kept.csv
+run_capture "$PADDLE" predict deeper.lua --model output/pass-00002 --input data/uci_housing/housing.data --output test.csv
+if [ "$rc" -eq 2 ] && cmp -s kept.csv test.csv && [ -z "$(ls test.csv.partial-* 2>/dev/null)" ]; then
+    pass predict-failed-keeps-output
+else
+    fail predict-failed-keeps-output "exit $rc, $(wc -l <test.csv) lines (had $(wc -l <kept.csv)): $out"
+fi
 expect_error predict-bad-part 2 "--part must be all, train or test" \
     "$PADDLE" predict fit.lua --model output/pass-00002 --input x --part=some
