@@ -35,6 +35,7 @@
 #include <netinet/in.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -519,42 +520,79 @@ static void print_metrics(const pd_recipe *r, const pd_predict_opts *o)
     fprintf(stderr, "\n");
 }
 
-/* --output, written as OUTPUT.partial-PID beside it and renamed over it
- * once every prediction is there: a predict that fails leaves an earlier
- * file as it was. A FIFO or a device (/dev/stdout) is written directly.
- * *tmp: the name written, to rename or remove (NULL where direct). */
+/* --output: a file that is not there, or a plain one (not a link), is
+ * written as OUTPUT.partial-PID beside it, with the earlier file's mode,
+ * and renamed over it once every prediction is there: a predict that
+ * fails, or is stopped by a signal, leaves an earlier file as it was.
+ * Anything else (a link such as /dev/stdout, a FIFO, a device), or a file
+ * in a directory no file can be made in, is written directly. *tmp: the
+ * name written, to rename or remove (NULL where direct). */
+static const char *volatile predict_tmp; /* removed on a signal */
+
+static void on_predict_signal(int sig)
+{
+    if (predict_tmp) unlink(predict_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static FILE *open_output(const char *output, char **tmp)
 {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
     struct stat st;
+    int there = lstat(output, &st) == 0;
     *tmp = NULL;
-    if (stat(output, &st) == 0 && !S_ISREG(st.st_mode)) return fopen(output, "w");
-    if (access(output, F_OK) == 0 && access(output, W_OK) != 0) return NULL; /* one it may not write stays so */
+    if (there && !S_ISREG(st.st_mode)) return fopen(output, "w");
+    if (there && access(output, W_OK) != 0) return NULL; /* one it may not write stays so */
     *tmp = pd_xasprintf("%s.partial-%ld", output, (long)getpid());
-    FILE *f = fopen(*tmp, "w");
+    int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    FILE *f = fd >= 0 && (!there || fchmod(fd, st.st_mode & 07777) == 0) ? fdopen(fd, "w") : NULL;
     if (!f) {
-        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(*tmp);
+        }
         free(*tmp);
         *tmp = NULL;
-        errno = e;
+        return fopen(output, "w"); /* where it says why, if it fails too */
     }
+    predict_tmp = *tmp;
+    for (size_t i = 0; i < PD_COUNT(sigs); i++) signal(sigs[i], on_predict_signal);
     return f;
 }
 
-/* Close --output; renamed into place where rc is 0, removed where not.
+/* Close --output: renamed into place where rc is 0, removed where not.
  * Returns rc, or 1 where writing failed (said). */
 static int close_output(FILE *f, const char *output, char *tmp, int rc)
 {
+    int kept = 0;
     if (fclose(f) != 0 && rc == 0) {
-        fprintf(stderr, "paddle predict: cannot write %s: %s\n", output, strerror(errno));
+        fprintf(stderr, "paddle predict: option --output: cannot write %s: %s\n", tmp ? tmp : output, strerror(errno));
         rc = 1;
-    }
-    if (tmp && rc == 0 && rename(tmp, output) != 0) {
-        fprintf(stderr, "paddle predict: cannot write %s: %s\n", output, strerror(errno));
+    } else if (tmp && rc == 0 && rename(tmp, output) != 0) {
+        fprintf(stderr, "paddle predict: option --output: cannot replace %s: %s; the predictions are in %s\n", output,
+                strerror(errno), tmp);
         rc = 1;
+        kept = 1;
     }
-    if (tmp && rc != 0) unlink(tmp);
+    if (tmp && rc != 0 && !kept) unlink(tmp);
+    predict_tmp = NULL;
     free(tmp);
     return rc;
+}
+
+/* An --input not here is looked for beside the recipe: where it is not
+ * there either, both places are named. Returns whether it is missing. */
+static int input_missing(const pd_recipe *r, const char *input)
+{
+    if (input[0] == '/' || access(input, F_OK) == 0 || !r->dir || !r->dir[0] || strcmp(r->dir, ".") == 0) return 0;
+    char *beside = pd_xasprintf("%s/%s", r->dir, input);
+    int missing = access(beside, F_OK) != 0;
+    if (missing)
+        fprintf(stderr, "paddle predict: option --input: cannot open data file %s: %s (nor %s here)\n", beside,
+                strerror(errno), input);
+    free(beside);
+    return missing;
 }
 
 static int cmd_predict(int argc, char **argv)
@@ -580,23 +618,21 @@ static int cmd_predict(int argc, char **argv)
         /* --input as the shell names it, from here; one that is not here
          * is looked for beside the recipe, as its data files are */
         char *here = NULL, cwd[4096];
-        const char *given = o.input;
-        int not_here = o.input[0] != '/' && access(o.input, F_OK) != 0;
-        if (o.input[0] != '/' && !not_here && getcwd(cwd, sizeof cwd))
+        if (o.input[0] != '/' && access(o.input, F_OK) == 0 && getcwd(cwd, sizeof cwd))
             o.input = here = pd_xasprintf("%s/%s", cwd, o.input);
         char *tmp = NULL;
-        o.out = output ? open_output(output, &tmp) : stdout;
+        int missing = input_missing(&r, o.input);
+        o.out = missing ? NULL : output ? open_output(output, &tmp) : stdout;
         int out_errno = errno;
         o.metrics = pd_xcalloc((size_t)r.nmetrics + 1, sizeof *o.metrics);
-        if (!o.out) {
+        if (missing) {
+            rc = 1; /* not there (yet), as a data file */
+        } else if (!o.out) {
             /* a directory not there, or not writable: what it was given */
             fprintf(stderr, "paddle predict: option --output: cannot write %s: %s\n", output, strerror(out_errno));
             rc = pd_path_errno(out_errno) ? 2 : 1;
         } else if ((rc = pd_predict(&r, &o)) < 0) {
-            /* one looked for beside the recipe was not here either */
-            int twice = rc == PD_ENOENT && not_here && strchr(r.path, '/');
-            fprintf(stderr, "paddle predict: %s%s%s%s\n", pd_err_msg(), twice ? " (nor " : "", twice ? given : "",
-                    twice ? " here)" : "");
+            fprintf(stderr, "paddle predict: %s\n", pd_err_msg());
             rc = config_error(rc) ? 2 : 1;
         } else if (o.labelled) {
             print_metrics(&r, &o);
@@ -1092,7 +1128,8 @@ static const command commands[] = {
      "the part the recipe trains or tests on (uci_housing and movielens hold a\n"
      "test part out of one file). --output FILE is replaced only when every\n"
      "prediction is written (until then FILE.partial-PID beside it): a predict\n"
-     "that fails leaves an earlier FILE as it was.\n"},
+     "that fails or is stopped leaves an earlier FILE as it was (a link such as\n"
+     "/dev/stdout, a FIFO or a device is written directly).\n"},
     {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--resume] [--accept-new-host-keys] [--key=value ...]",
      "Run the job: pservers and trainers (a local simulated cluster without hosts).",
      "Without hosts in the recipe, every pserver and trainer is a child process on\n"

@@ -494,14 +494,10 @@ static int load_uci(pd_reader *rd)
         return pd_err_set(PD_ERECIPE, "%s: uci_housing gives 13 features and 1 price: the model must read "
                                       "nn.data(x, 13) and nn.data(y, 1)", where);
     }
-    FILE *f;
+    FILE *f = NULL;
     int rc = open_data_file(file, &f);
-    if (rc == PD_ENOENT && strstr(file, "uci_housing/housing.data")) {
-        /* the demo's file is made by recipes/prepare.sh; a user's own is not */
-        char said[1024];
-        snprintf(said, sizeof said, "%s", pd_err_msg());
-        return pd_err_set(rc, "%s (recipes/prepare.sh makes the demo's copy)", said);
-    }
+    if (rc == PD_ENOENT && strstr(file, "uci_housing/housing.data")) /* the demo's is made by recipes/prepare.sh */
+        return pd_err_set(rc, "%s (recipes/prepare.sh makes the demo's copy)", pd_err_msg());
     if (rc < 0) return rc;
     char *line = NULL;
     size_t cap = 0;
@@ -918,8 +914,10 @@ int pd_reader_open(pd_reader **out, const pd_recipe *r, const pd_reader_opts *o)
         if ((rc = pd_movielens_bind(rd->ml, rd->layout, rd->nslots, rd->ml_fields, r->path)) < 0) goto err;
         rd->skipped = rd->ml->skipped;
     }
-    /* files that cannot be opened are reported now, not in the middle of a pass */
-    for (int k = 0; k < rd->nfiles && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH; k++)
+    /* files that cannot be opened are reported now, not in the middle of a
+     * pass (uci_housing's was read whole above) */
+    for (int k = 0; k < rd->nfiles && rd->format != FMT_MOVIELENS && rd->format != FMT_SYNTH && rd->format != FMT_UCI;
+         k++)
         if ((rc = open_data_file(rd->files[k], NULL)) < 0) {
             if (rd->list) pd_err_wrap(rc, "%s:%ld", rd->list, rd->list_lines[k]); /* the line naming it */
             rc = data_error(rd, rc);

@@ -44,7 +44,7 @@ int pd_train_local(const pd_recipe *r, const pd_train_opts *o)
     }
     if (o->init_model) {
         if ((rc = pd_model_load_saved(&net, o->init_model)) < 0) {
-            rc = pd_err_wrap(rc, "--init_model");
+            rc = pd_err_wrap(rc, "option --init_model");
             goto out;
         }
         PD_INFO("parameters loaded from %s (--init_model)", o->init_model);

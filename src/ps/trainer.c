@@ -222,7 +222,7 @@ int pd_trainer_run(const pd_recipe *r, const pd_trainer_opts *o)
     }
     if (o->id == 0 && o->init_model) {
         if ((rc = pd_model_load_saved(&net, o->init_model)) < 0) {
-            rc = pd_err_wrap(rc, "--init_model");
+            rc = pd_err_wrap(rc, "option --init_model");
             goto out;
         }
         PD_INFO("trainer 0: parameters loaded from %s (--init_model), for the pservers to start from", o->init_model);

@@ -94,15 +94,20 @@ else fail init_model "rc $rc, test cost '$c': $out"; fi
 # a model of the wrong shape is refused with a clear message, as a mistake
 # in what it was given (exit 2: a job is not restarted for it)
 $PY -c "import numpy as np; np.save('output/pass-00099/fc_0.w_0.npy', np.zeros((12, 1), np.float32))"
-expect_error init_model_shape 2 "--init_model: loading model output/pass-00099: output/pass-00099/fc_0.w_0.npy: shape (12, 1) differs from the model's (13, 1): a model of another recipe?" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-00099
+expect_error init_model_shape 2 "option --init_model: loading model output/pass-00099: output/pass-00099/fc_0.w_0.npy: shape (12, 1) differs from the model's (13, 1): a model of another recipe?" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-00099
 # one that is not there is named as one (a fault, exit 1: it may be made yet)
-expect_error init_model_missing 1 "paddle: --init_model: model output/pass-99999: no such directory" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-99999
+expect_error init_model_missing 1 "paddle: option --init_model: model output/pass-99999: no such directory" "$PADDLE" train fit_a_line.lua --passes=1 --init_model output/pass-99999
 # a file, or a save_dir rather than one of its models, is a mistake
-expect_error init_model_a_file 2 "paddle: --init_model: model fit_a_line.lua is a file, not a model's directory" \
+expect_error init_model_a_file 2 "paddle: option --init_model: model fit_a_line.lua is a file, not a model's directory" \
     "$PADDLE" train fit_a_line.lua --passes=1 --init_model fit_a_line.lua
 expect_error init_model_a_save_dir 2 "no manifest.json, not a model paddle saved (a save_dir: its models are DIR/pass-NNNNN or DIR/best)" \
     "$PADDLE" train fit_a_line.lua --passes=1 --init_model output
 
+# the demo's data file, not made yet, says what makes it (exit 1: data
+# not there may come)
+mkdir -p nodata && cp fit_a_line.lua nodata/
+expect_error uci_demo_data_missing 1 "nodata/data/uci_housing/housing.data: No such file or directory (recipes/prepare.sh makes the demo's copy)" \
+    "$PADDLE" train nodata/fit_a_line.lua --passes=1
 # uci_housing: a directory for its file is a mistake (exit 2), and a
 # malformed line is skipped with data.on_error = "skip", as in other formats
 expect_error uci_directory 2 "paddle: option --train: data file data/uci_housing is a directory" \

@@ -108,14 +108,24 @@ import numpy as np
 np.savetxt('short.csv', np.loadtxt('$data')[:5, :10], delimiter=',', fmt='%.6g')"
 expect_error predict-missing-slot 2 "10 fields, the model reads 13" \
     "$PADDLE" predict csv.lua --model csv_out/pass-00000 --input short.csv --output short.out
+# an error in the data leaves no output behind
+if [ ! -e short.out ] && [ -z "$(ls short.out.partial-* 2>/dev/null)" ]; then pass predict-data-error-no-output
+else fail predict-data-error-no-output "$(ls short.out*)"; fi
 sed 's/return { cost = nn.square_error_cost(p, y), predict = p }/return nn.square_error_cost(p, y)/' fit.lua >nopred.lua
 expect_error predict-no-predict-layer 2 "the model has no predict layer" \
     "$PADDLE" predict nopred.lua --model output/pass-00002 --input data/uci_housing/housing.data
 expect_error predict-input-missing 1 "paddle predict: option --input: cannot open data file nothere.data: No such file or directory" \
     "$PADDLE" predict fit.lua --model output/pass-00002 --input nothere.data
-mkdir -p sub && cp fit.lua sub/
-expect_error predict-input-missing-twice 1 "option --input: cannot open data file sub/nothere.data: No such file or directory (nor nothere.data here)" \
+mkdir -p sub && cp fit.lua sub/ && cp "$data" sub/only_beside.data
+expect_error predict-input-missing-twice 1 "paddle predict: option --input: cannot open data file sub/nothere.data: No such file or directory (nor nothere.data here)" \
     "$PADDLE" predict sub/fit.lua --model output/pass-00002 --input nothere.data
+# found beside the recipe: no word of it in another error
+run_capture "$PADDLE" predict sub/fit.lua --model nope --input only_beside.data
+if [ "$rc" -eq 1 ] && [[ "$out" == *"model nope: no such directory"* ]] && [[ "$out" != *"(nor "* ]]; then
+    pass predict-input-beside-not-blamed
+else
+    fail predict-input-beside-not-blamed "exit $rc: $out"
+fi
 expect_error predict-needs-model 2 "--model DIR and --input FILE are required" "$PADDLE" predict fit.lua --input x
 # an --output in a directory that is not there is a mistake (2); a predict
 # that fails leaves an earlier output as it was, and no partial file
@@ -128,5 +138,16 @@ if [ "$rc" -eq 2 ] && cmp -s kept.csv test.csv && [ -z "$(ls test.csv.partial-* 
 else
     fail predict-failed-keeps-output "exit $rc, $(wc -l <test.csv) lines (had $(wc -l <kept.csv)): $out"
 fi
+# replaced when predict succeeds, keeping the file's mode; a link such as
+# /dev/stdout is written through
+chmod 600 test.csv
+run_capture "$PADDLE" predict fit.lua --model output/pass-00002 --input data/uci_housing/housing.data --output test.csv
+if [ "$rc" -eq 0 ] && cmp -s all.csv test.csv && [ "$(stat -c %a test.csv)" = 600 ]; then pass predict-output-replaced
+else fail predict-output-replaced "exit $rc, mode $(stat -c %a test.csv): $out"; fi
+"$PADDLE" predict fit.lua --model output/pass-00002 --input data/uci_housing/housing.data --output /dev/stdout \
+    >via_stdout.csv 2>via_stdout.err
+rc=$?
+if [ "$rc" -eq 0 ] && cmp -s all.csv via_stdout.csv && [ -L /dev/stdout ]; then pass predict-output-dev-stdout
+else fail predict-output-dev-stdout "exit $rc: $(cat via_stdout.err)"; fi
 expect_error predict-bad-part 2 "--part must be all, train or test" \
     "$PADDLE" predict fit.lua --model output/pass-00002 --input x --part=some

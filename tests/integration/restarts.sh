@@ -217,7 +217,7 @@ mkdir -p notmodel && echo '{}' >notmodel/manifest.json
 "$PADDLE" run "$recipe" --init_model=notmodel --restarts=2 >job.out 2>&1
 rc=$?
 if [ "$rc" -eq 2 ] &&
-   grep -q "^paddle: trainer 0 exited with status 2 (--init_model: model notmodel has no parameter 'fc_0.w_0' \[13, 1\] of .*restartjob.lua: a model of another recipe?); stopping the job (what it was given is wrong: a restart would end the same way)$" job.out &&
+   grep -q "^paddle: trainer 0 exited with status 2 (option --init_model: model notmodel has no parameter 'fc_0.w_0' \[13, 1\] of .*restartjob.lua: a model of another recipe?); stopping the job (what it was given is wrong: a restart would end the same way)$" job.out &&
    ! grep -q 'restarting' job.out; then
     pass init_model_mistake_not_restarted
 else
