@@ -1106,9 +1106,9 @@ static const command commands[] = {
      "the data, the settings, the optimizer and every layer with its parameter\n"
      "shapes and counts, and reads a first batch of the train and test data as\n"
      "`paddle train` would (data that is not here is named, not read). A mistake\n"
-     "in the recipe is one line naming file:line and exit status 2; data the\n"
-     "model cannot read, exit status 1. --key=value overrides the recipe setting\n"
-     "of that name.\n"},
+     "in the recipe, or data the model cannot read, is one line naming where it\n"
+     "is and exit status 2. --key=value overrides the recipe setting of that\n"
+     "name.\n"},
     {"train", cmd_train, "RECIPE [--init_model DIR] [--key=value ...]",
      "Train in this one process, without pservers (local training).",
      "Reads the recipe's data, trains for its passes with its batch size and\n"

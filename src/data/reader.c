@@ -626,6 +626,18 @@ static int offer(pd_reader *rd)
 
 static int data_error(const pd_reader *rd, int rc);
 
+/* A csv first line that does not parse: fields cut by another separator,
+ * or names (a header). */
+static void first_line_hint(const pd_reader *rd, const char *p)
+{
+    const char *other = rd->sep != ';' && strchr(p, ';') ? ";" : rd->sep != ' ' && strchr(p, '\t') ? "\\t" : NULL;
+    if (other)
+        pd_err_set(pd_err_code(), "%s (fields separated by \"%s\"? data.separator = \"%s\" reads them)", pd_err_msg(),
+                   other, other);
+    else
+        pd_err_set(pd_err_code(), "%s (a header line? data.header = true skips it)", pd_err_msg());
+}
+
 static void thread_error(pd_reader *rd)
 {
     int code = pd_err_code();
@@ -681,6 +693,7 @@ static int read_table_file(pd_reader *rd, const char *file)
         }
         if (lineno == 1 && rd->r->header && rd->format == FMT_CSV) continue;
         char *p = line;
+        if (lineno == 1 && strncmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3; /* a UTF-8 byte-order mark, unseen */
         while (isspace((unsigned char)*p)) p++;
         if (!*p || *p == '#') continue;
         int st;
@@ -690,8 +703,7 @@ static int read_table_file(pd_reader *rd, const char *file)
         } else {
             int n = parse_numbers(p, rd->sep, vals, maxcols, file, lineno);
             st = n < 0 ? -1 : stage_row(rd, vals, n, file, lineno);
-            if (n < 0 && lineno == 1 && rd->format == FMT_CSV) /* names, not numbers */
-                pd_err_set(pd_err_code(), "%s (a header line? data.header = true skips it)", pd_err_msg());
+            if (n < 0 && lineno == 1 && rd->format == FMT_CSV) first_line_hint(rd, p);
         }
         if (st < 0) {
             if (pd_err_msg()[0] && strstr(pd_err_msg(), ": libsvm data needs")) { rc = -1; break; }

@@ -211,6 +211,17 @@ printf 'a,b,c,d\n1,2,3,4\n' >cdata/hdr.csv
 sed 's|cdata/four.csv|cdata/hdr.csv|' cols_ok.lua >hdr.lua
 expect_error check-header-hint 2 "paddle: hdr.lua:1: data.train: cdata/hdr.csv:1: field 1 is not a decimal number: 'a' (a header line? data.header = true skips it)" \
     "$PADDLE" check hdr.lua
+# fields cut by another separator are said to be so; a UTF-8 byte-order
+# mark before the first field is no part of it
+printf '1;2;3;4\n5;6;7;8\n' >cdata/semi.csv
+sed 's|cdata/four.csv|cdata/semi.csv|' cols_ok.lua >semi.lua
+expect_error check-separator-hint 2 "paddle: semi.lua:1: data.train: cdata/semi.csv:1: field 1 is not a number (fields separated by \";\"? data.separator = \";\" reads them)" \
+    "$PADDLE" check semi.lua
+printf '\xef\xbb\xbf1,2,3,4\n5,6,7,8\n' >cdata/bom.csv
+sed 's|cdata/four.csv|cdata/bom.csv|' cols_ok.lua >bom.lua
+run_capture "$PADDLE" train bom.lua --save_dir=bom_out
+if [ "$rc" -eq 0 ] && [ -f bom_out/pass-00000/manifest.json ]; then pass train-byte-order-mark
+else fail train-byte-order-mark "exit $rc: $out"; fi
 sed 's|"cdata/four.csv"|""|' cols_ok.lua >empty_train.lua
 expect_error check-empty-train 2 "paddle: empty_train.lua:1: data.train is empty: it names a data file" \
     "$PADDLE" check empty_train.lua
