@@ -527,60 +527,6 @@ static void print_metrics(const pd_recipe *r, const pd_predict_opts *o)
  * Anything else (a link such as /dev/stdout, a FIFO, a device), or a file
  * in a directory no file can be made in, is written directly. *tmp: the
  * name written, to rename or remove (NULL where direct). */
-static const char *volatile predict_tmp; /* removed on a signal */
-
-static void on_predict_signal(int sig)
-{
-    if (predict_tmp) unlink(predict_tmp);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static FILE *open_output(const char *output, char **tmp)
-{
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    struct stat st;
-    int there = lstat(output, &st) == 0;
-    *tmp = NULL;
-    if (there && !S_ISREG(st.st_mode)) return fopen(output, "w");
-    if (there && access(output, W_OK) != 0) return NULL; /* one it may not write stays so */
-    *tmp = pd_xasprintf("%s.partial-%ld", output, (long)getpid());
-    int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    FILE *f = fd >= 0 && (!there || fchmod(fd, st.st_mode & 07777) == 0) ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        if (fd >= 0) {
-            close(fd);
-            unlink(*tmp);
-        }
-        free(*tmp);
-        *tmp = NULL;
-        return fopen(output, "w"); /* where it says why, if it fails too */
-    }
-    predict_tmp = *tmp;
-    for (size_t i = 0; i < PD_COUNT(sigs); i++) signal(sigs[i], on_predict_signal);
-    return f;
-}
-
-/* Close --output: renamed into place where rc is 0, removed where not.
- * Returns rc, or 1 where writing failed (said). */
-static int close_output(FILE *f, const char *output, char *tmp, int rc)
-{
-    int kept = 0;
-    if (fclose(f) != 0 && rc == 0) {
-        fprintf(stderr, "paddle predict: option --output: cannot write %s: %s\n", tmp ? tmp : output, strerror(errno));
-        rc = 1;
-    } else if (tmp && rc == 0 && rename(tmp, output) != 0) {
-        fprintf(stderr, "paddle predict: option --output: cannot replace %s: %s; the predictions are in %s\n", output,
-                strerror(errno), tmp);
-        rc = 1;
-        kept = 1;
-    }
-    if (tmp && rc != 0 && !kept) unlink(tmp);
-    predict_tmp = NULL;
-    free(tmp);
-    return rc;
-}
-
 /* An --input not here is looked for beside the recipe: where it is not
  * there either, both places are named. Returns whether it is missing. */
 static int input_missing(const pd_recipe *r, const char *input)
@@ -620,16 +566,20 @@ static int cmd_predict(int argc, char **argv)
         char *here = NULL, cwd[4096];
         if (o.input[0] != '/' && access(o.input, F_OK) == 0 && getcwd(cwd, sizeof cwd))
             o.input = here = pd_xasprintf("%s/%s", cwd, o.input);
-        char *tmp = NULL;
-        int missing = input_missing(&r, o.input);
-        o.out = missing ? NULL : output ? open_output(output, &tmp) : stdout;
+        pd_out out = {0};
+        int missing = input_missing(&r, o.input), out_rc = 0;
+        if (!missing && output) {
+            pd_out_remove_on_signal();
+            out_rc = pd_out_open(&out, output);
+        }
         int out_errno = errno;
+        o.out = missing ? NULL : output ? out.f : stdout;
         o.metrics = pd_xcalloc((size_t)r.nmetrics + 1, sizeof *o.metrics);
         if (missing) {
             rc = 1; /* not there (yet), as a data file */
-        } else if (!o.out) {
+        } else if (out_rc < 0) {
             /* a directory not there, or not writable: what it was given */
-            fprintf(stderr, "paddle predict: option --output: cannot write %s: %s\n", output, strerror(out_errno));
+            fprintf(stderr, "paddle predict: option --output: %s\n", pd_err_msg());
             rc = pd_path_errno(out_errno) ? 2 : 1;
         } else if ((rc = pd_predict(&r, &o)) < 0) {
             fprintf(stderr, "paddle predict: %s\n", pd_err_msg());
@@ -639,7 +589,10 @@ static int cmd_predict(int argc, char **argv)
         } else {
             fprintf(stderr, "%ld samples, without labels: no test cost\n", o.samples);
         }
-        if (o.out && o.out != stdout) rc = close_output(o.out, output, tmp, rc);
+        if (out.f && pd_out_close(&out, rc == 0) < 0) {
+            fprintf(stderr, "paddle predict: option --output: %s\n", pd_err_msg());
+            rc = 1;
+        }
         free(o.metrics);
         free(here);
         pd_recipe_free(&r);
@@ -1046,6 +999,7 @@ static int gen_criteo(pd_cli *cli, const char *out)
         return 2;
     }
     o.seed = (uint64_t)seed;
+    pd_out_remove_on_signal();
     if ((rc = pd_gen_criteo(out, &o)) < 0) {
         fprintf(stderr, "paddle gen: %s\n", pd_err_msg());
         return rc == PD_EINVAL ? 2 : 1;
@@ -1087,6 +1041,7 @@ static int cmd_gen(int argc, char **argv)
         (rc = pd_cli_long(&cli, "gen", "movies", movies, PD_GEN_MIN_MOVIES, 1000000, &o.movies)))
         goto done;
     o.seed = (uint64_t)seed;
+    pd_out_remove_on_signal();
     if ((rc = pd_gen_movielens(out, &o)) < 0) {
         fprintf(stderr, "paddle gen: %s\n", pd_err_msg());
         rc = rc == PD_EINVAL ? 2 : 1;

@@ -1,9 +1,13 @@
-/* fs.c - mkdir -p, a directory ready to write to, and the running executable's path. */
+/* fs.c - mkdir -p, a directory ready to write to, the running executable's
+ * path, and files that appear whole or not at all. */
 #include "fs.h"
 #include "pd.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -110,4 +114,95 @@ char *pd_self_exe(void)
     }
     buf[n] = '\0';
     return pd_xstrdup(buf);
+}
+
+/* --- files written whole -------------------------------------------------------- */
+
+/* the partial files open now, for a signal handler to remove */
+static char *volatile partial[8];
+
+static void track(char *tmp, char *was)
+{
+    for (size_t i = 0; i < PD_COUNT(partial); i++)
+        if (partial[i] == was) {
+            partial[i] = tmp;
+            return;
+        }
+}
+
+static void on_out_signal(int sig)
+{
+    for (size_t i = 0; i < PD_COUNT(partial); i++)
+        if (partial[i]) unlink(partial[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void pd_out_remove_on_signal(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < PD_COUNT(sigs); i++) signal(sigs[i], on_out_signal);
+}
+
+static int cannot_write(const char *path)
+{
+    int e = errno;
+    pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(e));
+    errno = e;
+    return PD_EIO;
+}
+
+int pd_out_open(pd_out *o, const char *path)
+{
+    struct stat st;
+    int there = lstat(path, &st) == 0;
+    o->path = pd_xstrdup(path);
+    o->tmp = NULL;
+    o->f = NULL;
+    if (there && !S_ISREG(st.st_mode)) {
+        o->f = fopen(path, "w");
+    } else if (there && access(path, W_OK) != 0) {
+        /* one it may not write stays so */
+    } else {
+        o->tmp = pd_xasprintf("%s.partial-%ld", path, (long)getpid());
+        int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 && (!there || fchmod(fd, st.st_mode & 07777) == 0)) o->f = fdopen(fd, "w");
+        if (o->f) {
+            track(o->tmp, NULL);
+            return 0;
+        }
+        if (fd >= 0) {
+            close(fd);
+            unlink(o->tmp);
+        }
+        free(o->tmp);
+        o->tmp = NULL;
+        o->f = fopen(path, "w"); /* where it says why, if it fails too */
+    }
+    if (o->f) return 0;
+    int rc = cannot_write(path);
+    free(o->path);
+    o->path = NULL;
+    return rc;
+}
+
+int pd_out_close(pd_out *o, int keep)
+{
+    int bad = ferror(o->f), rc = 0, kept = 0;
+    errno = EIO; /* where ferror alone saw it */
+    if ((fclose(o->f) != 0 || bad) && keep) {
+        rc = cannot_write(o->tmp ? o->tmp : o->path);
+    } else if (o->tmp && keep && rename(o->tmp, o->path) != 0) {
+        rc = pd_err_set(PD_EIO, "cannot replace %s: %s; what was written is in %s", o->path, strerror(errno), o->tmp);
+        kept = 1;
+    }
+    if (o->tmp) {
+        track(NULL, o->tmp);
+        if ((!keep || rc < 0) && !kept) unlink(o->tmp);
+    }
+    free(o->tmp);
+    free(o->path);
+    o->f = NULL;
+    o->tmp = o->path = NULL;
+    return rc;
 }

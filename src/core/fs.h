@@ -4,9 +4,16 @@
  *     if ((rc = pd_mkdir_p("output/pass-00001")) < 0) return rc;
  *     if ((rc = pd_dir_ready(r->save_dir, "settings.save_dir")) < 0) return rc;
  *     char *exe = pd_self_exe();   // this binary, to start roles and copy it
+ *
+ *     pd_out o;                    // a file that appears whole or not at all
+ *     if ((rc = pd_out_open(&o, "data/train.txt")) < 0) return rc;
+ *     fprintf(o.f, ...);
+ *     rc = pd_out_close(&o, rc == 0);  // renamed into place, or removed
  */
 #ifndef PD_FS_H
 #define PD_FS_H
+
+#include <stdio.h>
 
 /* mkdir -p with mode 0755: 0, or PD_EIO naming the directory that failed
  * (errno then says why). */
@@ -27,5 +34,25 @@ int pd_dir_writable(const char *dir, const char *what);
 /* The absolute path of the running executable (malloc'd), or NULL with a
  * message set. */
 char *pd_self_exe(void);
+
+/* A file that appears whole or not at all: written as PATH.partial-PID
+ * beside PATH (made exclusively; the mode of a PATH there is kept), and
+ * renamed over PATH once every write went well. A PATH that is a link, a
+ * FIFO or a device is written directly (tmp NULL). */
+typedef struct pd_out {
+    FILE *f;
+    char *path, *tmp;
+} pd_out;
+/* 0, or PD_EIO naming path (errno then says why: pd_path_errno tells a
+ * wrong path from a failing disk). */
+int pd_out_open(pd_out *o, const char *path);
+/* keep: rename the file into place (where a write failed: PD_EIO naming
+ * it, and it is removed; where the rename fails: PD_EIO naming the partial
+ * file, which is kept). !keep: the partial file is removed; 0. */
+int pd_out_close(pd_out *o, int keep);
+/* From now on SIGINT, SIGTERM and SIGHUP remove the partial files still
+ * open before they end the process (for commands that set no handler of
+ * their own). */
+void pd_out_remove_on_signal(void);
 
 #endif

@@ -411,24 +411,27 @@ static void gen_free(gen *g)
 
 /* --- files ---------------------------------------------------------------------- */
 
-static FILE *open_out(const char *dir, const char *name)
+/* The three files, each whole or not at all: where one cannot be written,
+ * none replaces an earlier one (but for a rename that fails between two). */
+static int write_dat_files(gen *g, const char *dir, double *truth)
 {
-    char *path = pd_xasprintf("%s/%s.tmp", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
-    free(path);
-    return f;
-}
-
-static int close_out(FILE *f, const char *dir, const char *name)
-{
-    char *tmp = pd_xasprintf("%s/%s.tmp", dir, name), *path = pd_xasprintf("%s/%s", dir, name);
-    int bad = ferror(f), rc = 0;
-    if (fclose(f) != 0 || bad) rc = pd_err_set(PD_EIO, "writing %s failed: %s", tmp, strerror(errno));
-    if (rc == 0 && rename(tmp, path) < 0) rc = pd_err_set(PD_EIO, "cannot rename %s: %s", tmp, strerror(errno));
-    if (rc < 0) remove(tmp);
-    free(tmp);
-    free(path);
+    static const char *const names[] = {"users.dat", "movies.dat", "ratings.dat"};
+    pd_out o[3] = {{0}};
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        char *path = pd_xasprintf("%s/%s", dir, names[i]);
+        rc = pd_out_open(&o[i], path);
+        free(path);
+    }
+    if (rc == 0) {
+        write_users(g, o[0].f);
+        write_movies(g, o[1].f);
+        write_ratings(g, o[2].f, truth);
+    }
+    for (int i = 0; i < 3; i++) {
+        int crc = o[i].f ? pd_out_close(&o[i], rc == 0) : 0;
+        if (rc == 0) rc = crc;
+    }
     return rc;
 }
 
@@ -439,17 +442,8 @@ static int gen_movielens(gen *g, const char *dir)
     pd_movielens ml;
     make_users(g);
     make_movies(g);
-    FILE *f;
     if ((rc = pd_mkdir_p(dir)) < 0) goto out;
-    if (!(f = open_out(dir, "users.dat"))) { rc = PD_EIO; goto out; }
-    write_users(g, f);
-    if ((rc = close_out(f, dir, "users.dat")) < 0) goto out;
-    if (!(f = open_out(dir, "movies.dat"))) { rc = PD_EIO; goto out; }
-    write_movies(g, f);
-    if ((rc = close_out(f, dir, "movies.dat")) < 0) goto out;
-    if (!(f = open_out(dir, "ratings.dat"))) { rc = PD_EIO; goto out; }
-    write_ratings(g, f, truth);
-    if ((rc = close_out(f, dir, "ratings.dat")) < 0) goto out;
+    if ((rc = write_dat_files(g, dir, truth)) < 0) goto out;
 
     /* read it back as the trainer will, and score the baselines on its test split */
     if ((rc = pd_movielens_load(&ml, dir, 0)) < 0) {

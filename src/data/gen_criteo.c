@@ -186,33 +186,20 @@ static size_t format_row(const crow *row, char *buf)
     return (size_t)(p - buf);
 }
 
-static FILE *open_out(const char *dir, const char *name, char **path)
-{
-    *path = pd_xasprintf("%s/%s", dir, name);
-    FILE *f = fopen(*path, "w");
-    if (!f) pd_err_set(PD_EIO, "cannot write %s: %s", *path, strerror(errno));
-    else setvbuf(f, NULL, _IOFBF, 1 << 20);
-    return f;
-}
-
-static int close_out(FILE *f, const char *path)
-{
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
-    return 0;
-}
-
 /* Write train.txt and test.txt; the test rows' planted probabilities and
  * labels go to prob[] and label[]. */
 static int write_files(const cgen *g, const char *dir, long rows, long ntrain, float *prob, float *label,
                        long *clicks)
 {
     uint64_t rng = mix(g->seed);
-    char line[1024], *paths[2] = {NULL, NULL};
-    FILE *f[2] = {open_out(dir, "train.txt", &paths[0]), NULL};
+    char line[1024];
+    pd_out o[2] = {{0}};
     int rc = 0;
-    if (f[0]) f[1] = open_out(dir, "test.txt", &paths[1]);
-    if (!f[0] || !f[1]) rc = PD_EIO;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        char *path = pd_xasprintf("%s/%s", dir, k ? "test.txt" : "train.txt");
+        if ((rc = pd_out_open(&o[k], path)) == 0) setvbuf(o[k].f, NULL, _IOFBF, 1 << 20);
+        free(path);
+    }
     crow row;
     for (long i = 0; i < rows && rc == 0; i++) {
         draw_row(g, &rng, &row);
@@ -224,13 +211,15 @@ static int write_files(const cgen *g, const char *dir, long rows, long ntrain, f
             label[i - ntrain] = (float)row.label;
         }
         size_t n = format_row(&row, line);
-        if (fwrite(line, 1, n, f[i >= ntrain]) != n) rc = pd_err_set(PD_EIO, "cannot write %s: %s",
-                                                                      paths[i >= ntrain], strerror(errno));
+        if (fwrite(line, 1, n, o[i >= ntrain].f) != n)
+            rc = pd_err_set(PD_EIO, "cannot write %s: %s", o[i >= ntrain].tmp ? o[i >= ntrain].tmp : o[i >= ntrain].path,
+                            strerror(errno));
     }
-    for (int k = 0; k < 2; k++)
-        if (f[k] && close_out(f[k], paths[k]) < 0 && rc == 0) rc = PD_EIO;
-    free(paths[0]);
-    free(paths[1]);
+    /* each whole; a new test.txt only beside a new train.txt */
+    for (int k = 0; k < 2; k++) {
+        int crc = o[k].f ? pd_out_close(&o[k], rc == 0) : 0;
+        if (rc == 0) rc = crc;
+    }
     return rc;
 }
 

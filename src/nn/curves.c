@@ -4,6 +4,7 @@
  * (axes with ticks, a grid, a legend) that any browser or renderer shows.
  */
 #include "curves.h"
+#include "../core/fs.h"
 #include "../core/pd.h"
 
 #include <errno.h>
@@ -337,25 +338,14 @@ void pd_curves_load(pd_curves *c, const char *dir, long max_step)
     fclose(f);
 }
 
-/* Write path.tmp with fn, then rename it to path. */
+/* Write path with fn: whole or not at all. */
 static int write_atomic(const pd_curves *c, const char *path, void (*fn)(FILE *, const pd_curves *))
 {
-    char *tmp = pd_xasprintf("%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        int rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
-        free(tmp);
-        return rc;
-    }
-    fn(f, c);
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    int rc = 0;
-    if (bad) rc = pd_err_set(PD_EIO, "cannot write %s: %s", tmp, strerror(errno));
-    else if (rename(tmp, path) < 0) rc = pd_err_set(PD_EIO, "rename %s: %s", tmp, strerror(errno));
-    if (rc < 0) unlink(tmp);
-    free(tmp);
-    return rc;
+    pd_out o;
+    int rc = pd_out_open(&o, path);
+    if (rc < 0) return rc;
+    fn(o.f, c);
+    return pd_out_close(&o, 1);
 }
 
 static void write_svg(FILE *f, const pd_curves *c)

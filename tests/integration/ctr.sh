@@ -2,7 +2,8 @@
 # recipes/ctr_dnn.lua trained with paddle train and with paddle run (2
 # pservers, 2 trainers), each reaching a test AUC well above a constant's
 # and near the planted model's; wide_deep.lua and ctr_lr.lua train too; malformed Criteo
-# lines are named by file:line.
+# lines are named by file:line. paddle gen criteo stopped midway leaves the
+# files it would replace as they were.
 . "$ROOT/tests/integration/lib.sh"
 
 mkdir -p recipes && cp "$ROOT/recipes/ctr_dnn.lua" "$ROOT/recipes/wide_deep.lua" "$ROOT/recipes/ctr_lr.lua" recipes/
@@ -26,6 +27,15 @@ else fail gen_shape "first line has $fields fields, click rate $rate"; fi
 if cmp -s recipes/data/criteo-gen/train.txt again/train.txt && cmp -s recipes/data/criteo-gen/test.txt again/test.txt
 then pass gen_deterministic; else fail gen_deterministic "two runs with seed 5 differ"; fi
 expect_error gen_rows 2 "--rows must be" "$PADDLE" gen criteo --out x --rows 5
+# interrupted (Ctrl-C) while it writes: the files of the run before stay
+# whole, no partial file is left
+"$PADDLE" gen criteo --out again --rows 3000000 --seed 6 >/dev/null 2>&1 &
+gen=$!
+for i in $(seq 1 100); do ls again/*.partial-* >/dev/null 2>&1 && break; sleep 0.1; done
+kill -INT $gen; wait $gen; rc=$?
+if [ $rc -ne 0 ] && ! ls again/*.partial-* >/dev/null 2>&1 && cmp -s recipes/data/criteo-gen/train.txt again/train.txt &&
+   cmp -s recipes/data/criteo-gen/test.txt again/test.txt; then pass gen_interrupted_keeps_earlier
+else fail gen_interrupted_keeps_earlier "rc $rc: $(ls -l again)"; fi
 
 # the test AUC of the last pass: above 0.68 and within 0.12 of the planted
 # model's (20,000 rows are few for a million-row table)

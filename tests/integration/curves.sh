@@ -105,8 +105,8 @@ run_capture "$PADDLE" train fit_a_line.lua
 passes=$(grep -c 'pass [0-9]* done' <<<"$out")
 if [ "$rc" -ne 0 ] || [ ! -s output/curves.svg ]; then
     fail train_writes "exit $rc, output/: $(ls output 2>&1 | head -5)"
-elif ls output/*.tmp >/dev/null 2>&1; then
-    fail train_writes "a temp file was left: $(ls output/*.tmp)"
+elif ls output/*.partial-* >/dev/null 2>&1; then
+    fail train_writes "a partial file was left: $(ls output/*.partial-*)"
 elif [ "$(grep -c '^test ' output/curves.tsv)" -ne "$passes" ]; then
     fail train_writes "curves.tsv has $(grep -c '^test ' output/curves.tsv) test points for $passes passes"
 else

@@ -196,7 +196,7 @@ PD_TEST(curves_write_svg_and_read_back)
     CHECK_CONTAINS(svg, "cost (log scale)");
     CHECK_CONTAINS(svg, ">test metric");
     CHECK_CONTAINS(svg, "</svg>\n");
-    snprintf(path, sizeof path, "%s/curves.svg.tmp", dir);
+    snprintf(path, sizeof path, "%s/curves.svg.partial-%ld", dir, (long)getpid());
     CHECK(access(path, F_OK) != 0);
     pd_curves back;
     pd_curves_init(&back, &r);
