@@ -482,6 +482,19 @@ static const char *last_error(const member *m)
     return NULL;
 }
 
+/* How m ended, with its last error line where it exited with a status: on
+ * one line (the agent's CTL line carries it). */
+static void how_ended(const member *m, char *how, size_t len)
+{
+    describe(m, how, len);
+    const char *why = m->exited && WIFEXITED(m->status) ? last_error(m) : NULL;
+    if (!why) return;
+    size_t k = strlen(how);
+    snprintf(how + k, len - k, " (%.300s)", why);
+    for (char *c = how + k; *c; c++)
+        if (*c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
+}
+
 /* Say how a member ended badly, then what follows (`next`: "stopping the
  * job", or the restart). A node agent (upstream) also tells its launcher
  * which role failed and how, on a CTL line. */
@@ -498,14 +511,7 @@ static void say_failed(const pd_sup *s, const member *m, const char *next)
         return;
     }
     char how[400];
-    describe(m, how, sizeof how);
-    const char *why = m->exited && WIFEXITED(m->status) ? last_error(m) : NULL;
-    if (why) { /* on one line: the agent's CTL line carries it */
-        size_t k = strlen(how);
-        snprintf(how + k, sizeof how - k, " (%.300s)", why);
-        for (char *c = how + k; *c; c++)
-            if (*c == '\t' || *c == '\n' || *c == '\r') *c = ' ';
-    }
+    how_ended(m, how, sizeof how);
     say("paddle: %s %s; %s\n", m->name, how, next);
     print_tail(m);
     if (s->upstream_fd >= 0) {
@@ -1034,9 +1040,10 @@ static int finish(pd_sup *s)
     for (int i = 0; i < s->n; i++) {
         member *m = &s->m[i];
         if (m->role == PD_ROLE_PSERVER && !m->killed && !ended_well(m)) {
-            char how[96];
-            describe(m, how, sizeof how);
+            char how[400];
+            how_ended(m, how, sizeof how);
             say("paddle: %s %s after the trainers finished\n", m->name, how);
+            print_tail(m);
             status = 1;
         }
     }

@@ -1613,9 +1613,14 @@ int pd_client_save(pd_client *c, long step, int pass, int batch, int *writer)
 void pd_client_finish(pd_client *c)
 {
     if (drain(c) < 0) PD_WARN("the last step's replies: %s", pd_err_msg());
+    int pending = 0, want = PD_MSG_FINISH;
     for (int s = 0; s < c->np; s++) {
-        pd_conn *k = &c->conns[s * c->nper];
-        pd_conn_queue(k, PD_MSG_FINISH, 0, 0, NULL, 0, NULL, 0);
-        pd_conn_send_all(k, 5);
+        pd_conn_queue(&c->conns[s * c->nper], PD_MSG_FINISH, 0, 0, NULL, 0, NULL, 0);
+        pending++;
     }
+    /* each pserver says it counted this trainer as finished before the
+     * connections close: a close with unread input (a HEARTBEAT) could
+     * reset a connection before the pserver read FINISH */
+    if (exchange(c, NULL, &pending, on_simple, &want) < 0)
+        PD_WARN("%d pserver(s) may not have heard that this trainer finished: %s", pending, pd_err_msg());
 }

@@ -1595,11 +1595,16 @@ static int on_frame(server *s, int slot, pd_frame *f)
     case PD_MSG_RING:
         return on_ring(s, me, T, f);
     case PD_MSG_FINISH:
+        if (f->len) return pd_err_set(PD_EPROTO, "FINISH with a payload");
         if (!s->finished[T]) {
             s->finished[T] = 1;
             s->nfinished++;
             PD_INFO("trainer %d finished (%d of %d)", T, s->nfinished, s->o->ntrainers);
         }
+        /* the trainer closes its connections once it heard this: what it
+         * sent is read by then (a close with unread input could reset the
+         * connection before FINISH was read) */
+        reply(s, me, PD_MSG_FINISH, 0, 0, NULL, 0);
         return 0;
     }
     return pd_err_set(PD_EPROTO, "unexpected %s frame", pd_msg_name(f->type));
@@ -1932,7 +1937,8 @@ static int heartbeats(server *s)
     if (now - s->hb_sent >= every) {
         s->hb_sent = now;
         for (int i = 0; i < MAX_CONNS; i++) {
-            if (!s->conns[i].used || s->conns[i].state != ST_READY) continue;
+            /* a trainer that finished may close at any time: nothing more for it */
+            if (!s->conns[i].used || s->conns[i].state != ST_READY || s->finished[s->conns[i].trainer]) continue;
             waiter w = {i, s->conns[i].gen};
             reply(s, w, PD_MSG_HEARTBEAT, 0, 0, NULL, 0);
         }

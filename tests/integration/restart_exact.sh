@@ -72,7 +72,7 @@ killed() {
     wait "$launcher"; rc=$?
     if [ $rc -ne 0 ] || ! grep -q 'restarting the job from its last checkpoint (restart 1 of 1)' $name.out ||
        ! grep -q 'resuming from checkpoint' $name.out; then
-        fail $name "rc $rc: $(grep '^paddle' $name.out | tail -n 4)"; return
+        fail $name "rc $rc: $(grep -E '^paddle|^    ' $name.out | tail -n 8)"; return
     fi
     if msg=$(same_model $last out_$name/pass-00999); then pass $name; echo "$name: $msg"
     else fail $name "$msg"; fi
@@ -106,7 +106,7 @@ hung() { # NAME WRAP...: run the job (through WRAP), then call hang_$NAME once a
     wait "$launcher"; rc=$?
     if [ $rc -ne 0 ] || ! grep -q "$hang_pattern" $name.out || ! awk -v n="$named" 'BEGIN { exit !(n <= 8) }' ||
        ! grep -q 'restarting the job from its last checkpoint' $name.out; then
-        fail $name "rc $rc, named after $named s: $(grep -E "^paddle|$hang_pattern" $name.out | tail -n 4)"; return
+        fail $name "rc $rc, named after $named s: $(grep -E "^paddle|^    |$hang_pattern" $name.out | tail -n 8)"; return
     fi
     if msg=$(same_model $last out_$name/pass-00999); then pass $name; echo "$name: named after $named s; $msg"
     else fail $name "$msg"; fi

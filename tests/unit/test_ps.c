@@ -286,6 +286,37 @@ PD_TEST(pserver_survives_bad_peers)
     pd_recipe_free(&r);
 }
 
+/* FINISH is answered: a trainer closes its connections only after the
+ * pserver read its FINISH (a close with unread input, a HEARTBEAT, can
+ * reset the connection and lose what was not read yet). */
+PD_TEST(finish_is_answered)
+{
+    signal(SIGPIPE, SIG_IGN);
+    char *path = pd_test_write("r.lua", recipe_text);
+    pd_recipe r;
+    CHECK(pd_recipe_load(&r, path, NULL, NULL, 0) == 0);
+    pd_layout lay;
+    CHECK(pd_layout_make(&lay, &r, 1) == 0);
+    int port;
+    pid_t server = start_server(&r, &port);
+    pd_conn c;
+    pd_conn_init(&c, authed(port, &lay), PD_MAX_FRAME);
+    pd_conn_queue(&c, PD_MSG_FINISH, 0, 0, NULL, 0, NULL, 0);
+    CHECK(pd_conn_send_all(&c, 5) == 0);
+    pd_frame f = {0};
+    int rc;
+    while ((rc = pd_conn_recv(&c, &f, 5)) == 0 && f.type == PD_MSG_HEARTBEAT) {}
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(f.type, PD_MSG_FINISH);
+    CHECK_EQ_INT((int)f.len, 0);
+    pd_conn_free(&c);
+    int status;
+    CHECK(waitpid(server, &status, 0) == server);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    pd_layout_free(&lay);
+    pd_recipe_free(&r);
+}
+
 PD_TEST(checksum_detects_changes)
 {
     /* the checkpoint files' sum */
