@@ -45,6 +45,12 @@ function V.apply_overrides(state, overrides)
     for _, d in ipairs({ "settings", "job", "data", "cluster" }) do
       if S.blocks[d][key] then decl = d break end
     end
+    local short = not decl and key:match("^[%a_]+%.([%a_][%w_]*)$")
+    for _, d in ipairs(short and { "settings", "job", "data", "cluster" } or {}) do
+      if S.blocks[d][short] then
+        fail(nil, "unknown option '--%s': the command line names a setting by its key alone: --%s=%s", key, short, text)
+      end
+    end
     if not decl then
       local all = {}
       for _, d in ipairs(S.names) do for k in pairs(S.blocks[d]) do all[#all + 1] = "--" .. k end end

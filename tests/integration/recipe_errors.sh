@@ -827,6 +827,8 @@ $BASE
 EOF
 bad override-unknown "unknown option '--pases' (did you mean '--passes'?)" ok.lua --pases=3
 bad override-not-number "option --passes must be a decimal number, got 'abc'" ok.lua --passes=abc
+bad override-dotted-key "unknown option '--data.train': the command line names a setting by its key alone: --train=other.csv" \
+    ok.lua --data.train=other.csv
 bad override-optimizer-setting "unknown option '--learning_rate' ('learning_rate' is an optimizer setting: optimizer = nn.sgd { learning_rate = ... }): the command line sets declarations' keys only" \
     ok.lua --learning_rate=0.5
 bad override-hex-number "option --passes must be a decimal number, got '0x10'" ok.lua --passes=0x10
