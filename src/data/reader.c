@@ -370,6 +370,11 @@ static int stage_row(pd_reader *rd, const double *vals, int n, const char *file,
     pd_batch *st = &rd->stage;
     if (n < rd->ncols_required)
         return pd_err_set(PD_EDATA, "%s:%ld: %d fields, the model reads %d", file, lineno, n, rd->ncols_required);
+    /* more fields than the model reads, the columns not chosen: said once */
+    static int extra_said;
+    if (n > rd->ncols_needed && rd->r->ncolumns == 0 && !__atomic_exchange_n(&extra_said, 1, __ATOMIC_RELAXED))
+        PD_WARN("%s:%ld: %d fields, the model reads the first %d and ignores the rest (data.columns chooses "
+                "which columns feed which data layer)", file, lineno, n, rd->ncols_needed);
     if (n < rd->ncols_needed) {
         pthread_mutex_lock(&rd->mu);
         rd->unlabeled++;

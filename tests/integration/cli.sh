@@ -222,6 +222,15 @@ sed 's|cdata/four.csv|cdata/bom.csv|' cols_ok.lua >bom.lua
 run_capture "$PADDLE" train bom.lua --save_dir=bom_out
 if [ "$rc" -eq 0 ] && [ -f bom_out/pass-00000/manifest.json ]; then pass train-byte-order-mark
 else fail train-byte-order-mark "exit $rc: $out"; fi
+# more fields than the model reads, no data.columns: trained, and said
+# once, naming the first such line
+printf 'data { train = "cdata/five.csv" }\nmodel = function(nn)\n  return nn.square_error_cost(nn.fc(nn.data("x", 2), 1), nn.data("y", 1))\nend\noptimizer = nn.sgd { learning_rate = 0.01 }\nsettings { passes = 2 }\n' >extra.lua
+printf '1,2,3\n1,2,3,4,5\n2,3,4,5,6\n' >cdata/five.csv
+run_capture "$PADDLE" train extra.lua --save_dir=extra_out
+said="cdata/five.csv:2: 5 fields, the model reads the first 3 and ignores the rest (data.columns chooses which columns feed which data layer)"
+if [ "$rc" -eq 0 ] && [ -f extra_out/pass-00001/manifest.json ] && [ "$(grep -cF "$said" <<<"$out")" -eq 1 ]; then
+    pass train-extra-fields-said-once
+else fail train-extra-fields-said-once "exit $rc: $out"; fi
 sed 's|"cdata/four.csv"|""|' cols_ok.lua >empty_train.lua
 expect_error check-empty-train 2 "paddle: empty_train.lua:1: data.train is empty: it names a data file" \
     "$PADDLE" check empty_train.lua
