@@ -520,13 +520,6 @@ static void print_metrics(const pd_recipe *r, const pd_predict_opts *o)
     fprintf(stderr, "\n");
 }
 
-/* --output: a file that is not there, or a plain one (not a link), is
- * written as OUTPUT.partial-PID beside it, with the earlier file's mode,
- * and renamed over it once every prediction is there: a predict that
- * fails, or is stopped by a signal, leaves an earlier file as it was.
- * Anything else (a link such as /dev/stdout, a FIFO, a device), or a file
- * in a directory no file can be made in, is written directly. *tmp: the
- * name written, to rename or remove (NULL where direct). */
 /* An --input not here is looked for beside the recipe: where it is not
  * there either, both places are named. Returns whether it is missing. */
 static int input_missing(const pd_recipe *r, const char *input)

@@ -166,6 +166,8 @@ int pd_out_open(pd_out *o, const char *path)
     } else {
         o->tmp = pd_xasprintf("%s.partial-%ld", path, (long)getpid());
         int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno == EEXIST && unlink(o->tmp) == 0) /* left by a killed process of this pid */
+            fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0 && (!there || fchmod(fd, st.st_mode & 07777) == 0)) o->f = fdopen(fd, "w");
         if (o->f) {
             track(o->tmp, NULL);
@@ -186,12 +188,19 @@ int pd_out_open(pd_out *o, const char *path)
     return rc;
 }
 
+int pd_out_flush(pd_out *o)
+{
+    errno = EIO; /* where ferror alone saw it */
+    if (fflush(o->f) != 0 || ferror(o->f)) return cannot_write(o->path);
+    return 0;
+}
+
 int pd_out_close(pd_out *o, int keep)
 {
     int bad = ferror(o->f), rc = 0, kept = 0;
     errno = EIO; /* where ferror alone saw it */
     if ((fclose(o->f) != 0 || bad) && keep) {
-        rc = cannot_write(o->tmp ? o->tmp : o->path);
+        rc = cannot_write(o->path);
     } else if (o->tmp && keep && rename(o->tmp, o->path) != 0) {
         rc = pd_err_set(PD_EIO, "cannot replace %s: %s; what was written is in %s", o->path, strerror(errno), o->tmp);
         kept = 1;

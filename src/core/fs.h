@@ -46,6 +46,10 @@ typedef struct pd_out {
 /* 0, or PD_EIO naming path (errno then says why: pd_path_errno tells a
  * wrong path from a failing disk). */
 int pd_out_open(pd_out *o, const char *path);
+/* Everything written so far on the disk's side of the stream: 0, or
+ * PD_EIO naming path (a full disk). Before renaming several files that go
+ * together, so that a write failing in one renames none. */
+int pd_out_flush(pd_out *o);
 /* keep: rename the file into place (where a write failed: PD_EIO naming
  * it, and it is removed; where the rename fails: PD_EIO naming the partial
  * file, which is kept). !keep: the partial file is removed; 0. */

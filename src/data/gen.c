@@ -428,6 +428,7 @@ static int write_dat_files(gen *g, const char *dir, double *truth)
         write_movies(g, o[1].f);
         write_ratings(g, o[2].f, truth);
     }
+    for (int i = 0; i < 3 && rc == 0; i++) rc = pd_out_flush(&o[i]);
     for (int i = 0; i < 3; i++) {
         int crc = o[i].f ? pd_out_close(&o[i], rc == 0) : 0;
         if (rc == 0) rc = crc;

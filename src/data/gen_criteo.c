@@ -212,10 +212,10 @@ static int write_files(const cgen *g, const char *dir, long rows, long ntrain, f
         }
         size_t n = format_row(&row, line);
         if (fwrite(line, 1, n, o[i >= ntrain].f) != n)
-            rc = pd_err_set(PD_EIO, "cannot write %s: %s", o[i >= ntrain].tmp ? o[i >= ntrain].tmp : o[i >= ntrain].path,
-                            strerror(errno));
+            rc = pd_err_set(PD_EIO, "cannot write %s: %s", o[i >= ntrain].path, strerror(errno));
     }
-    /* each whole; a new test.txt only beside a new train.txt */
+    /* both on disk before either is renamed: a full disk replaces neither */
+    for (int k = 0; k < 2 && rc == 0; k++) rc = pd_out_flush(&o[k]);
     for (int k = 0; k < 2; k++) {
         int crc = o[k].f ? pd_out_close(&o[k], rc == 0) : 0;
         if (rc == 0) rc = crc;

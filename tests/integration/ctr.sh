@@ -3,7 +3,7 @@
 # pservers, 2 trainers), each reaching a test AUC well above a constant's
 # and near the planted model's; wide_deep.lua and ctr_lr.lua train too; malformed Criteo
 # lines are named by file:line. paddle gen criteo stopped midway leaves the
-# files it would replace as they were.
+# files it would replace as they were, and so does a full disk.
 . "$ROOT/tests/integration/lib.sh"
 
 mkdir -p recipes && cp "$ROOT/recipes/ctr_dnn.lua" "$ROOT/recipes/wide_deep.lua" "$ROOT/recipes/ctr_lr.lua" recipes/
@@ -36,6 +36,19 @@ kill -INT $gen; wait $gen; rc=$?
 if [ $rc -ne 0 ] && ! ls again/*.partial-* >/dev/null 2>&1 && cmp -s recipes/data/criteo-gen/train.txt again/train.txt &&
    cmp -s recipes/data/criteo-gen/test.txt again/test.txt; then pass gen_interrupted_keeps_earlier
 else fail gen_interrupted_keeps_earlier "rc $rc: $(ls -l again)"; fi
+# out of disk (a 300 KiB tmpfs): said, and the earlier files stay whole
+mkdir -p small
+if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=300k tmpfs small 2>/dev/null; then
+    "$PADDLE" gen criteo --out small/c --rows 1000 --seed 1 >/dev/null 2>&1 && cp small/c/train.txt small_train.txt
+    run_capture "$PADDLE" gen criteo --out small/c --rows 20000 --seed 2
+    if [ $rc -eq 1 ] && [[ "$out" == *"cannot write small/c/train.txt: No space left on device"* ]] &&
+       ! ls small/c/*.partial-* >/dev/null 2>&1 && cmp -s small/c/train.txt small_train.txt &&
+       [ "$(wc -l <small/c/test.txt)" -eq 100 ]; then pass gen_disk_full_keeps_earlier
+    else fail gen_disk_full_keeps_earlier "rc $rc: $out $(ls -l small/c)"; fi
+    umount small
+else
+    skip gen_disk_full_keeps_earlier "needs root to mount a small tmpfs"
+fi
 
 # the test AUC of the last pass: above 0.68 and within 0.12 of the planted
 # model's (20,000 rows are few for a million-row table)

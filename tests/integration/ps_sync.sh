@@ -49,6 +49,13 @@ R
         [ $rc -eq 0 ] || { fail "$name" "paddle run failed: $out"; continue; }
         # every trainer's connection to every pserver, over the one asked for
         want=$((t * 2))
+        # and at the end every trainer's FINISH counted by both pservers and
+        # answered: no warning, no connection dropped
+        if [ "$(grep -c 'trainer [0-9] finished ([0-9] of [0-9])' <<<"$out")" != $want ] ||
+           grep -q 'FINISH not answered\|disconnected before it finished\|dropping ' <<<"$out"; then
+            fail "$name" "not a clean end: $(grep -E 'finished \(|FINISH not|disconnected|dropping' <<<"$out" | head -n 4)"
+            continue
+        fi
         if [ $net = unix ]; then pattern='connected from process [0-9]* of this host (Unix socket)$'
         else pattern='connected from 127\.0\.0\.1:[0-9]*$'; fi
         n=$(grep -c "trainer [0-9] $pattern" <<<"$out")

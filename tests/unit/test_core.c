@@ -1,12 +1,18 @@
 /* test_core.c - errors, rng, batches, the progress board. */
 #include "test.h"
+#include "../../src/core/fs.h"
 #include "../../src/core/pd.h"
 #include "../../src/data/batch.h"
 #include "../../src/nn/net.h"
 #include "../../src/core/rng.h"
 #include "../../src/nn/progress.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 PD_TEST(err_wrap_keeps_context)
 {
@@ -178,4 +184,48 @@ PD_TEST(progress_eta_of_a_resumed_job)
     pd_progress_summary(&p, 21, 101, buf, sizeof buf);
     CHECK(strstr(buf, ", ETA ?\n") != NULL);
     pd_progress_free(&p);
+}
+
+/* pd_out: the file appears whole, with the earlier file's mode; one that
+ * fails leaves the earlier file and no partial file; a partial file left
+ * by a killed process of the same pid is no obstacle. */
+PD_TEST(out_file_whole_or_not_at_all)
+{
+    char *path = pd_test_write("out.txt", "earlier\n");
+    CHECK(chmod(path, 0600) == 0);
+    char *stale = pd_xasprintf("%s.partial-%ld", path, (long)getpid());
+    FILE *f = fopen(stale, "w");
+    CHECK(f != NULL);
+    fclose(f);
+    pd_out o;
+    CHECK(pd_out_open(&o, path) == 0);
+    CHECK(o.tmp != NULL); /* not written directly */
+    fprintf(o.f, "new\n");
+    CHECK(pd_out_flush(&o) == 0);
+    CHECK(pd_out_close(&o, 1) == 0);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    char buf[32] = "";
+    f = fopen(path, "r");
+    CHECK(f && fgets(buf, sizeof buf, f));
+    fclose(f);
+    CHECK(strcmp(buf, "new\n") == 0);
+    CHECK(access(stale, F_OK) != 0);
+    /* not kept: the file as it was, nothing beside it */
+    CHECK(pd_out_open(&o, path) == 0);
+    fprintf(o.f, "half\n");
+    CHECK(pd_out_close(&o, 0) == 0);
+    f = fopen(path, "r");
+    CHECK(f && fgets(buf, sizeof buf, f));
+    fclose(f);
+    CHECK(strcmp(buf, "new\n") == 0);
+    CHECK(access(stale, F_OK) != 0);
+    /* a directory not there: named, errno kept for the caller */
+    char *bad = pd_xasprintf("%s/no/such/dir/x", pd_test_dir());
+    CHECK(pd_out_open(&o, bad) == PD_EIO);
+    CHECK(errno == ENOENT);
+    CHECK_CONTAINS(pd_err_msg(), "no/such/dir/x");
+    free(bad);
+    free(stale);
+    free(path);
 }
