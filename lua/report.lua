@@ -17,20 +17,23 @@ function R.fail(where, fmt, ...)
 end
 local fail = R.fail
 
--- Levenshtein distance, for "did you mean".
+-- Edit distance, two neighbours swapped counting as one edit (sdg: sgd),
+-- for "did you mean".
 local function distance(a, b)
   local la, lb = #a, #b
-  local prev, cur = {}, {}
-  for j = 0, lb do prev[j] = j end
+  local d = {}
+  for i = 0, la do d[i] = { [0] = i } end
+  for j = 0, lb do d[0][j] = j end
   for i = 1, la do
-    cur[0] = i
     for j = 1, lb do
       local cost = a:byte(i) == b:byte(j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+      end
     end
-    prev, cur = cur, prev
   end
-  return prev[lb]
+  return d[la][lb]
 end
 
 -- The candidate nearest to word, if it is near enough to be a typo.

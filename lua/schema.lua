@@ -16,7 +16,10 @@ local function num(lo, hi, default) return { kind = "number", lo = lo, hi = hi, 
 local function str(default) return { kind = "string", default = default } end
 -- a file or directory name: "" would be the current or the root directory
 local function path(default) return { kind = "string", default = default, path = true } end
-local function enum(values, default) return { kind = "enum", values = values, default = default } end
+-- alias: other names users know a value by (gpu: cuda), for the hint
+local function enum(values, default, alias)
+  return { kind = "enum", values = values, default = default, alias = alias }
+end
 local function bool(default) return { kind = "bool", default = default } end
 local function strlist() return { kind = "strlist" } end
 
@@ -72,7 +75,7 @@ S.blocks = {
     log_period = int(1, 100000000, 10),
     max_batches = int(0, 2000000000, 0),
     test_period = int(0, 100000000, 0),
-    device = enum({ "cpu", "cuda" }, "cpu"),
+    device = enum({ "cpu", "cuda" }, "cpu", { gpu = "cuda", nvidia = "cuda" }),
     use_gpu = bool(false),
     server_timeout = num(1, 86400, 120),
     heartbeat_timeout = num(1, 86400, 30),
@@ -132,7 +135,7 @@ function S.check_value(where, decl, key, spec, v)
     local ok = false
     for _, e in ipairs(spec.values) do if e == v then ok = true end end
     if not ok then
-      local n = R.nearest(v, spec.values)
+      local n = spec.alias and spec.alias[v:lower()] or R.nearest(v, spec.values)
       fail(where, "%s.%s must be one of %s, got '%s'%s", decl, key,
         table.concat(spec.values, ", "), v, n and string.format(" (did you mean '%s'?)", n) or "")
     end

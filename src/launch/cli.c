@@ -55,6 +55,24 @@ static const char *near_known(const char *const *known, const char *name, size_t
     return best && bestd <= PD_MAX(2, (int)len / 3) ? best : NULL;
 }
 
+/* Options of the commands a user types, for a hint where one is given to
+ * a command that has none such (paddle check --init_model, paddle run
+ * --model): none of them is a recipe key. */
+static const struct {
+    const char *name, *cmds;
+} command_opts[] = {
+    {"init_model", "paddle train and paddle run"}, {"resume", "paddle run"}, {"model", "paddle predict"},
+    {"input", "paddle predict"}, {"output", "paddle predict"}, {"part", "paddle predict"}, {"out", "paddle gen"},
+};
+
+static const char *other_command(const char *name, size_t len)
+{
+    for (size_t i = 0; i < PD_COUNT(command_opts); i++)
+        if (strlen(command_opts[i].name) == len && strncmp(command_opts[i].name, name, len) == 0)
+            return command_opts[i].cmds;
+    return NULL;
+}
+
 int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, int maxpos,
                  const char *const *known)
 {
@@ -71,7 +89,7 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
         }
         char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const char *value = eq ? eq + 1 : NULL, *near;
+        const char *value = eq ? eq + 1 : NULL, *near, *other;
         int flag = 0;
         if (len == 7 && strncmp(name, "cluster", 7) == 0) {
             if (!value) {
@@ -97,6 +115,12 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
                     fprintf(stderr, "paddle %s: --%.*s needs a value\n", cmd, (int)len, name);
                     goto usage;
                 }
+                if (strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2]) { /* --model --input x: one forgotten */
+                    fprintf(stderr, "paddle %s: --%.*s needs a value, not the option '%s' (a value that begins "
+                                    "with -- goes after '=': --%.*s=VALUE)\n",
+                            cmd, (int)len, name, argv[i + 1], (int)len, name);
+                    goto usage;
+                }
                 value = argv[++i];
             }
             if (!flag && !*value) { /* --init_model= would name the current directory's parent, or / */
@@ -106,6 +130,11 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
             if (c->nopts >= PD_CLI_MAX) goto too_many;
             c->opts[c->nopts].key = pd_xasprintf("%.*s", (int)len, name);
             c->opts[c->nopts++].value = pd_xstrdup(flag ? "1" : value);
+        } else if ((other = other_command(name, len)) != NULL) {
+            int dummy;
+            fprintf(stderr, "paddle %s: --%.*s is an option of %s, not of paddle %s%s\n", cmd, (int)len, name, other,
+                    cmd, len == 5 && is_known(known, "init_model", 10, &dummy) ? " (a model to start from: --init_model)" : "");
+            goto usage;
         } else if (value) {
             if (len == 0) {
                 fprintf(stderr, "paddle %s: bad option '%s'\n", cmd, a);

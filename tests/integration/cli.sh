@@ -102,6 +102,16 @@ if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle predict: unknown option '--ouput' (d
 else
     fail option-typo-with-value "exit $rc: $out"
 fi
+# an option of another command is named as such; an option where a value
+# belongs is not taken for the value
+while IFS='|' read -r name want args; do
+    run_capture "$PADDLE" $args
+    if [ "$rc" -eq 2 ] && [[ "$out" == *"$want"* ]]; then pass "$name"; else fail "$name" "exit $rc: $out"; fi
+done <<'CASES'
+run-model-option|paddle run: --model is an option of paddle predict, not of paddle run (a model to start from: --init_model)|run fit_a_line.lua --model output/best
+check-init-model-option|paddle check: --init_model is an option of paddle train and paddle run, not of paddle check|check fit_a_line.lua --init_model=output/pass-00001
+predict-value-is-option|paddle predict: --model needs a value, not the option '--input' (a value that begins with -- goes after '=': --model=VALUE)|predict fit_a_line.lua --model --input x.csv
+CASES
 run_capture "$PADDLE" run recipes/none.lua --zzzzzz
 if [ "$rc" -eq 2 ] && [[ "$out" != *"did you mean"* ]]; then pass option-far-no-guess; else fail option-far-no-guess "exit $rc: $out"; fi
 

@@ -661,6 +661,34 @@ $DATA
 EOF
 bad unknown-layer-option "fc_opt.lua:3: nn.fc: unknown option 'actt' (did you mean 'act'?)" fc_opt.lua
 
+# a field a layer has not: named at its line (in a table constructor, a nil
+# at the end would vanish: { x, y, x.hidden } has two entries)
+write field.lua <<EOF
+model = function(nn)
+  local x, y = nn.data("x", 13), nn.data("y", 1)
+  return nn.square_error_cost(nn.fc(nn.concat { x, y, x.hidden }, 1), y)
+end
+$OPT
+$DATA
+EOF
+bad layer-no-field "field.lua:3: layer 'x' has no field 'hidden' (valid: act, kind, name, pool, range, scale, seq, size, slot, type)" field.lua
+sed 's/x.hidden/x.nmae/' field.lua >field2.lua
+bad layer-field-typo "field2.lua:3: layer 'x' has no field 'nmae' (did you mean 'name'?)" field2.lua
+# two letters swapped are one typo; a name users know another value by
+write swapped.lua <<EOF
+$MODEL
+optimizer = nn.sdg { learning_rate = 0.001 }
+$DATA
+EOF
+bad nn-name-swapped "swapped.lua:5: unknown nn.sdg (did you mean nn.sgd?)" swapped.lua
+write gpu.lua <<EOF
+$MODEL
+$OPT
+$DATA
+settings { device = "gpu" }
+EOF
+bad device-gpu "gpu.lua:7: settings.device must be one of cpu, cuda, got 'gpu' (did you mean 'cuda'?)" gpu.lua
+
 write init.lua <<EOF
 model = function(nn)
   local x, y = nn.data("x", 13), nn.data("y", 1)
