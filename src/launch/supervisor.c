@@ -743,6 +743,8 @@ static int restart_job(pd_sup *s, member *m)
     if (sig) {
         say("paddle: %s: not restarting the job\n",
                 sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig));
+        if (sig > 0 && s->checkpoints && pd_sup_restart_resumes(s))
+            say("paddle: the same command with --resume continues the job from its last complete checkpoint\n");
         return 130;
     }
     return PD_SUP_RESTART;

@@ -141,6 +141,22 @@ if start --passes=1000000 --checkpoint_dir=ckpt --resume; then
     fi
     check resume_no_leftovers no_leftovers
 fi
+# Ctrl+C while a failed job waits to restart: it is not restarted, and the
+# stop says how to go on from its checkpoint
+if start --passes=1000000 --checkpoint_dir=ckpt_int --restarts=2; then
+    wait_for job.out 'checkpoint of step [0-9]* complete' 30
+    kill_role --trainer_id=1
+    wait_for job.out 'restarting the job' 10 && kill -INT "$launcher"
+    gone_within "$launcher" 10
+    wait "$launcher"; rc=$?
+    if [ $rc -eq 130 ] && grep -q '^paddle: interrupted (Ctrl+C): not restarting the job$' job.out &&
+       grep -q '^paddle: the same command with --resume continues the job from its last complete checkpoint$' job.out; then
+        pass interrupted_restart_says_resume
+    else
+        fail interrupted_restart_says_resume "rc $rc: $(grep '^paddle' job.out | tail -n 4)"
+    fi
+    check interrupted_restart_no_leftovers no_leftovers
+fi
 # a new job over that checkpoint (no --resume) says, before it trains, that
 # the earlier job will no longer be resumed and how to continue it instead
 if start --passes=1000000 --checkpoint_dir=ckpt; then
