@@ -443,7 +443,7 @@ static int gen_movielens(gen *g, const char *dir)
     pd_movielens ml;
     make_users(g);
     make_movies(g);
-    if ((rc = pd_mkdir_p(dir)) < 0) goto out;
+    if ((rc = pd_dir_ready(dir, "--out")) < 0) goto out; /* PD_EINVAL: a path that cannot be one */
     if ((rc = write_dat_files(g, dir, truth)) < 0) goto out;
 
     /* read it back as the trainer will, and score the baselines on its test split */

@@ -238,7 +238,7 @@ int pd_gen_criteo(const char *dir, const pd_gen_criteo_opts *o)
         maxcard = g.card[k] > maxcard ? g.card[k] : maxcard;
     }
     calibrate(&g);
-    int rc = pd_mkdir_p(dir);
+    int rc = pd_dir_ready(dir, "--out"); /* PD_EINVAL: a path that cannot be one */
     if (rc < 0) return rc;
     long ntest = o->rows / 10, ntrain = o->rows - ntest, clicks = 0;
     float *prob = pd_xmalloc((size_t)ntest * sizeof *prob), *label = pd_xmalloc((size_t)ntest * sizeof *label);

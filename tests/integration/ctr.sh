@@ -27,6 +27,9 @@ else fail gen_shape "first line has $fields fields, click rate $rate"; fi
 if cmp -s recipes/data/criteo-gen/train.txt again/train.txt && cmp -s recipes/data/criteo-gen/test.txt again/test.txt
 then pass gen_deterministic; else fail gen_deterministic "two runs with seed 5 differ"; fi
 expect_error gen_rows 2 "--rows must be" "$PADDLE" gen criteo --out x --rows 5
+echo text >notadir.txt
+expect_error gen_out_not_a_directory 2 "paddle gen: --out = notadir.txt: not a directory" \
+    "$PADDLE" gen criteo --out notadir.txt --rows 1000
 # interrupted (Ctrl-C) while it writes: the files of the run before stay
 # whole, no partial file is left
 "$PADDLE" gen criteo --out again --rows 3000000 --seed 6 >/dev/null 2>&1 &

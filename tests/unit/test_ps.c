@@ -179,16 +179,22 @@ static int authed(int port, const pd_layout *lay)
     return handshake_with(port, lay, secret, 1);
 }
 
-PD_TEST(pserver_survives_bad_peers)
+/* A pserver of recipe_text (1 pserver, 1 trainer) for raw peers to talk to. */
+static pid_t serve_recipe_text(pd_recipe *r, pd_layout *lay, int *port)
 {
     signal(SIGPIPE, SIG_IGN);
     char *path = pd_test_write("r.lua", recipe_text);
+    CHECK(pd_recipe_load(r, path, NULL, NULL, 0) == 0);
+    CHECK(pd_layout_make(lay, r, 1) == 0);
+    return start_server(r, port);
+}
+
+PD_TEST(pserver_survives_bad_peers)
+{
     pd_recipe r;
-    CHECK(pd_recipe_load(&r, path, NULL, NULL, 0) == 0);
     pd_layout lay;
-    CHECK(pd_layout_make(&lay, &r, 1) == 0);
     int port;
-    pid_t server = start_server(&r, &port);
+    pid_t server = serve_recipe_text(&r, &lay, &port);
 
     /* garbage bytes */
     int fd = dial(port);
@@ -291,14 +297,10 @@ PD_TEST(pserver_survives_bad_peers)
  * reset the connection and lose what was not read yet). */
 PD_TEST(finish_is_answered)
 {
-    signal(SIGPIPE, SIG_IGN);
-    char *path = pd_test_write("r.lua", recipe_text);
     pd_recipe r;
-    CHECK(pd_recipe_load(&r, path, NULL, NULL, 0) == 0);
     pd_layout lay;
-    CHECK(pd_layout_make(&lay, &r, 1) == 0);
     int port;
-    pid_t server = start_server(&r, &port);
+    pid_t server = serve_recipe_text(&r, &lay, &port);
     pd_conn c;
     pd_conn_init(&c, authed(port, &lay), PD_MAX_FRAME);
     pd_conn_queue(&c, PD_MSG_FINISH, 0, 0, NULL, 0, NULL, 0);
