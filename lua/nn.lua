@@ -33,9 +33,7 @@ function N.new(limits)
       if visible[k] then return records[h][k] end
       -- x.hidden where x is a layer: named, not a nil that a table
       -- constructor would silently drop ({ x, y, x.hidden } has 2 entries)
-      local keys = {}
-      for key in pairs(visible) do keys[#keys + 1] = key end
-      R.unknown(at(R.caller(1)), "layer '" .. records[h].name .. "' has no field", k, keys)
+      R.unknown(at(R.caller(1)), "layer '" .. records[h].name .. "' has no field", k, R.keys_of(visible))
     end,
     __newindex = function(h, k)
       fail(at(R.caller(1)), "layer '%s' is read-only (cannot set '%s')", records[h].name, tostring(k))

@@ -842,7 +842,8 @@ static int cmd_node(int argc, char **argv)
  * role and the pserver table. Returns 0 or the exit status (said). */
 static int start_rendezvous(pd_env_role *e, int argc, char **argv, double timeout, pd_rdv_result *res)
 {
-    static const char *const known[] = {NULL};
+    /* the role's own, passed on (the Kubernetes manifests add --resume) */
+    static const char *const known[] = {"resume!", NULL};
     pd_cli cli;
     pd_recipe r;
     uint8_t secret[PD_SECRET];
@@ -1075,7 +1076,7 @@ static const command commands[] = {
      "cost and metrics over FILE go to stderr. --part: all of FILE (default), or\n"
      "the part the recipe trains or tests on (uci_housing and movielens hold a\n"
      "test part out of one file). --output FILE is replaced only when every\n"
-     "prediction is written (until then FILE.partial-PID beside it): a predict\n"
+     "prediction is written (until then FILE.partial-PID-N beside it): a predict\n"
      "that fails or is stopped leaves an earlier FILE as it was (a link such as\n"
      "/dev/stdout, a FIFO or a device is written directly).\n"},
     {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--resume] [--accept-new-host-keys] [--key=value ...]",

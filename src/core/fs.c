@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,10 +165,19 @@ int pd_out_open(pd_out *o, const char *path)
     } else if (there && access(path, W_OK) != 0) {
         /* one it may not write stays so */
     } else {
-        o->tmp = pd_xasprintf("%s.partial-%ld", path, (long)getpid());
-        int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno == EEXIST && unlink(o->tmp) == 0) /* left by a killed process of this pid */
+        /* a name of its own: one left by a killed process, or made by a
+         * process of the same pid in another container on a shared volume,
+         * is not touched */
+        static unsigned serial;
+        int fd = -1;
+        for (int tries = 0; fd < 0 && tries < 16; tries++) {
+            free(o->tmp);
+            unsigned r = (unsigned)(uint64_t)(pd_now() * 1e6) ^
+                         (__atomic_fetch_add(&serial, 1, __ATOMIC_RELAXED) * 2654435761u);
+            o->tmp = pd_xasprintf("%s.partial-%ld-%08x", path, (long)getpid(), r);
             fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+            if (fd < 0 && errno != EEXIST) break;
+        }
         if (fd >= 0 && (!there || fchmod(fd, st.st_mode & 07777) == 0)) o->f = fdopen(fd, "w");
         if (o->f) {
             track(o->tmp, NULL);
@@ -191,7 +201,7 @@ int pd_out_open(pd_out *o, const char *path)
 int pd_out_flush(pd_out *o)
 {
     errno = EIO; /* where ferror alone saw it */
-    if (fflush(o->f) != 0 || ferror(o->f)) return cannot_write(o->path);
+    if (fflush(o->f) != 0 || ferror(o->f) || fsync(fileno(o->f)) != 0) return cannot_write(o->path);
     return 0;
 }
 

@@ -35,8 +35,9 @@ int pd_dir_writable(const char *dir, const char *what);
  * message set. */
 char *pd_self_exe(void);
 
-/* A file that appears whole or not at all: written as PATH.partial-PID
- * beside PATH (made exclusively; the mode of a PATH there is kept), and
+/* A file that appears whole or not at all: written as PATH.partial-PID-N
+ * beside PATH (a name of its own, made exclusively; the mode of a PATH
+ * there is kept), and
  * renamed over PATH once every write went well. A PATH that is a link, a
  * FIFO or a device is written directly (tmp NULL). */
 typedef struct pd_out {
@@ -46,7 +47,7 @@ typedef struct pd_out {
 /* 0, or PD_EIO naming path (errno then says why: pd_path_errno tells a
  * wrong path from a failing disk). */
 int pd_out_open(pd_out *o, const char *path);
-/* Everything written so far on the disk's side of the stream: 0, or
+/* Everything written so far on the disk (fsync): 0, or
  * PD_EIO naming path (a full disk). Before renaming several files that go
  * together, so that a write failing in one renames none. */
 int pd_out_flush(pd_out *o);

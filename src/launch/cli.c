@@ -133,7 +133,7 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
         } else if ((other = other_command(name, len)) != NULL) {
             int dummy;
             fprintf(stderr, "paddle %s: --%.*s is an option of %s, not of paddle %s%s\n", cmd, (int)len, name, other,
-                    cmd, len == 5 && is_known(known, "init_model", 10, &dummy) ? " (a model to start from: --init_model)" : "");
+                    cmd, len == 5 && !strncmp(name, "model", 5) && is_known(known, "init_model", 10, &dummy) ? " (a model to start from: --init_model)" : "");
             goto usage;
         } else if (value) {
             if (len == 0) {

@@ -1610,32 +1610,45 @@ int pd_client_save(pd_client *c, long step, int pass, int batch, int *writer)
     return exchange(c, NULL, &pending, on_saved, writer);
 }
 
-/* FINISH on pserver s's first connection, and its answer: 0, or an error
- * naming it. The pserver answers at once; heartbeats and a late reply of
- * a step that failed to drain are read past. */
-static int finish_one(pd_client *c, int s, double deadline)
+/* The answer to FINISH from pserver s (on its first connection), by the
+ * deadline: 0, or an error naming it. Heartbeats and a late reply of a
+ * step that failed to drain are read past. */
+static int finish_answer(pd_client *c, int s, double deadline)
 {
     pd_conn *k = &c->conns[s * c->nper];
-    int rc = pd_conn_queue(k, PD_MSG_FINISH, 0, 0, NULL, 0, NULL, 0);
-    if (rc == 0) rc = pd_conn_send_all(k, PD_MAX(0.1, deadline - pd_now()));
     pd_frame f;
-    while (rc == 0 && (rc = pd_conn_recv(k, &f, PD_MAX(0.1, deadline - pd_now()))) == 0) {
+    int rc;
+    while (pd_now() < deadline && (rc = pd_conn_recv(k, &f, PD_MAX(0.05, deadline - pd_now()))) == 0) {
         if (f.type == PD_MSG_FINISH) return 0;
         if (f.type == PD_MSG_ERROR)
             return pd_err_set(PD_EPROTO, "pserver %d: %.*s", s, (int)PD_MIN(f.len, 500), (char *)f.payload);
     }
+    if (pd_now() >= deadline) rc = pd_err_set(PD_ETIMEDOUT, "no answer within %.0f s", c->hb_timeout);
     return pd_err_wrap(rc, "pserver %d (%s:%d)", s, c->eps[s].host, c->eps[s].port);
 }
 
 void pd_client_finish(pd_client *c)
 {
     if (drain(c) < 0) PD_WARN("the last step's replies: %s", pd_err_msg());
-    /* each pserver says it counted this trainer as finished before the
-     * connections close (a close with unread input, a HEARTBEAT, could
-     * reset a connection before the pserver read FINISH); one that does
-     * not answer keeps FINISH from none of the others */
+    /* FINISH to every pserver first (one that does not take it keeps it
+     * from none of the others), then each one's answer: it counted this
+     * trainer as finished before the connections close (a close with
+     * unread input, a HEARTBEAT, could reset a connection before the
+     * pserver read FINISH) */
     double deadline = pd_now() + PD_MIN(c->hb_timeout, c->timeout);
+    char *sent = pd_xcalloc((size_t)c->np, 1);
+    for (int s = 0; s < c->np; s++) {
+        pd_conn *k = &c->conns[s * c->nper];
+        int rc = pd_conn_queue(k, PD_MSG_FINISH, 0, 0, NULL, 0, NULL, 0);
+        if (rc == 0) rc = pd_conn_send_all(k, PD_MAX(0.05, deadline - pd_now()));
+        if (rc < 0) {
+            pd_err_wrap(rc, "pserver %d (%s:%d)", s, c->eps[s].host, c->eps[s].port);
+            PD_WARN("FINISH not sent: %s (that pserver may wait for this trainer)", pd_err_msg());
+        }
+        sent[s] = rc == 0;
+    }
     for (int s = 0; s < c->np; s++)
-        if (finish_one(c, s, deadline) < 0)
+        if (sent[s] && finish_answer(c, s, deadline) < 0)
             PD_WARN("FINISH not answered: %s (that pserver may wait for this trainer)", pd_err_msg());
+    free(sent);
 }

@@ -67,7 +67,7 @@ run_job() {
                 export PADDLE_MASTER=127.0.0.1:$p2 PADDLE_NNODES=4 PADDLE_SERVER_NUM=2 PADDLE_TRAINER_NUM=2
                 case $role in ps*) export TRAINING_ROLE=PSERVER ;; tr*) export TRAINING_ROLE=TRAINER ;; esac ;;
             esac
-            exec "$PADDLE" start fit_a_line.lua --passes=3 --save_dir=out_$scheme --server_timeout=30
+            exec "$PADDLE" start fit_a_line.lua --passes=3 --save_dir=out_$scheme --server_timeout=30 "${extra[@]}"
         ) >"$scheme.$role.log" 2>&1 &
         pids+=($!)
     done
@@ -78,6 +78,7 @@ run_job() {
     return $rc
 }
 
+extra=()
 for scheme in fluid fleet mpi slurm paddleflow volcano kubeflow; do
     if run_job $scheme && [ -s out_$scheme/pass-00002/fc_0.w_0.npy ] && grep -q 'pass 2 done' $scheme.tr0.log; then
         pass "job_from_${scheme}_variables"
@@ -85,6 +86,16 @@ for scheme in fluid fleet mpi slurm paddleflow volcano kubeflow; do
         fail "job_from_${scheme}_variables" "$(tail -n 3 $scheme.*.log)"
     fi
 done
+# a PaddleJob's roles (the rendezvous) with a checkpoint_dir, as the
+# manifests start them: --resume, with nothing to resume yet
+extra=(--checkpoint_dir=ck_kubeflow --resume)
+rm -rf out_kubeflow
+if run_job kubeflow && [ -s out_kubeflow/pass-00002/fc_0.w_0.npy ] && grep -q 'pass 2 done' kubeflow.tr0.log; then
+    pass job_from_kubeflow_variables_with_resume
+else
+    fail job_from_kubeflow_variables_with_resume "$(tail -n 3 kubeflow.*.log)"
+fi
+extra=()
 
 # a trainer killed while the job runs ($1: sync or async), then ($2)
 # restarted on its own (a pod's restartPolicy) or not at all: the pserver
