@@ -94,6 +94,7 @@ struct pd_sup {
     int nnodes;
     int nrequired, nrequired_ok;
     int sig_pipe[2];
+    int held_sig;           /* one that came while pump() waited for every member to end */
     int upstream_fd;        /* the agent's channel to the launcher, or -1 */
     int log_server, log_train;
     int restarts, nrestarts;  /* restarts allowed (job.restarts), done */
@@ -528,7 +529,11 @@ static void report(const pd_sup *s)
         if (m->kind != M_ROLE || m->pid <= 0) continue;
         char how[96];
         describe(m, how, sizeof how);
-        say("paddle:   %-12s %s%s\n", m->name, how, m->killed ? " (stopped by the launcher)" : "");
+        /* asked to stop and ended on its own: a role stopped on a signal
+         * exits 1 (a pserver 0), which is no failure of its own */
+        int asked = m->killed && m->exited && WIFEXITED(m->status) && WEXITSTATUS(m->status) <= 1;
+        if (asked) snprintf(how, sizeof how, "stopped");
+        say("paddle:   %-12s %s%s\n", m->name, how, m->killed && !asked ? " (stopped by the launcher)" : "");
     }
 }
 
@@ -582,12 +587,19 @@ static void heartbeats(pd_sup *s)
 /* Stream output and reap until every member ended (UNTIL_ALL_ENDED) or one
  * ended and was not looked at yet, a signal came or the launcher went away
  * (UNTIL_EVENT), or the deadline. Returns the signal, -1 (the launcher went
- * away) or 0; under UNTIL_ALL_ENDED signals are swallowed. */
+ * away) or 0. Under UNTIL_ALL_ENDED a signal is held, and the next pump()
+ * UNTIL_EVENT returns it at once: Ctrl+C while the roles stop for a restart
+ * stops the job, not the restart. */
 static int pump(pd_sup *s, double deadline, int until)
 {
+    int sig = s->held_sig;
+    if (sig && until == UNTIL_EVENT) {
+        s->held_sig = 0;
+        return sig;
+    }
     struct pollfd *p = pd_xcalloc((size_t)s->n + 3, sizeof *p);
     int *who = pd_xcalloc((size_t)s->n + 3, sizeof *who);
-    int sig = 0;
+    sig = 0;
     for (;;) {
         reap(s);
         int running = 0, unhandled = 0;
@@ -633,7 +645,9 @@ static int pump(pd_sup *s, double deadline, int until)
     }
     free(p);
     free(who);
-    return until == UNTIL_EVENT ? sig : 0;
+    if (until == UNTIL_EVENT) return sig;
+    if (sig && !s->held_sig) s->held_sig = sig;
+    return 0;
 }
 
 static int is_trainer(const member *m)

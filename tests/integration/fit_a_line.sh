@@ -126,7 +126,8 @@ fi
 
 # Ctrl+C on a local paddle run: every role stops, the launcher says so and
 # exits 130; a trainer stopped with the job logs no error, and a pserver
-# says once per trainer that it left before it finished
+# says once per trainer that it left before it finished; each role is
+# listed as stopped, not as having exited with a status
 mkdir -p run_int && ln -s ../data run_int/data && sed 's/passes = 1, max_batches = 11/passes = 100000/' zero.lua >run_int/zero.lua
 (cd run_int && exec "$PADDLE" run zero.lua >int.out 2>&1) &
 launcher=$!
@@ -138,6 +139,8 @@ wait "$launcher"; rc=$?
 warned=$(grep -c 'disconnected before it finished' run_int/int.out)
 if [ $rc -eq 130 ] && grep -q 'interrupted (Ctrl+C): stopping every role' run_int/int.out &&
    ! grep -qE '^\[trainer [0-9]\] E' run_int/int.out && [ "$warned" -le 2 ] &&
+   [ "$(grep -cE '^paddle:   (pserver|trainer) 0 +stopped$' run_int/int.out)" -eq 2 ] &&
+   [ "$(grep -c '^paddle:   ' run_int/int.out)" -eq 2 ] &&
    [ -z "$(pids_naming "$T/run_int")" ]; then
     pass ctrl_c_local_run
 else
