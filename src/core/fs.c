@@ -119,22 +119,50 @@ char *pd_self_exe(void)
 
 /* --- files written whole -------------------------------------------------------- */
 
-/* the partial files open now, for a signal handler to remove */
-static char *volatile partial[8];
+/* the partial files open now, for a signal handler to remove, and the
+ * files each was to replace, for it to name (a handler may run on any
+ * thread: stored with release, read with acquire) */
+static char *partial[8], *target[8];
 
-static void track(char *tmp, char *was)
+/* Track tmp (for path), or stop tracking it (path NULL). */
+static void track(char *tmp, char *path)
 {
-    for (size_t i = 0; i < PD_COUNT(partial); i++)
-        if (partial[i] == was) {
-            partial[i] = tmp;
+    for (size_t i = 0; i < PD_COUNT(partial); i++) {
+        if (path && !__atomic_load_n(&partial[i], __ATOMIC_ACQUIRE)) {
+            __atomic_store_n(&target[i], path, __ATOMIC_RELEASE); /* before partial[i]: read after it */
+            __atomic_store_n(&partial[i], tmp, __ATOMIC_RELEASE);
             return;
         }
+        if (!path && __atomic_load_n(&partial[i], __ATOMIC_ACQUIRE) == tmp) {
+            __atomic_store_n(&partial[i], NULL, __ATOMIC_RELEASE);
+            __atomic_store_n(&target[i], NULL, __ATOMIC_RELEASE);
+            return;
+        }
+    }
 }
 
+static void say_raw(const char *s)
+{
+    if (write(2, s, strlen(s)) < 0) {}
+}
+
+/* Remove the partial files, then say so (every file gone before a write
+ * that could fail: stderr a closed pipe), then the signal ends the process. */
 static void on_out_signal(int sig)
 {
-    for (size_t i = 0; i < PD_COUNT(partial); i++)
-        if (partial[i]) unlink(partial[i]);
+    char *gone[PD_COUNT(partial)] = {0};
+    for (size_t i = 0; i < PD_COUNT(partial); i++) {
+        char *tmp = __atomic_load_n(&partial[i], __ATOMIC_ACQUIRE);
+        char *path = __atomic_load_n(&target[i], __ATOMIC_ACQUIRE);
+        if (tmp && unlink(tmp) == 0) gone[i] = path; /* else renamed into place just now */
+    }
+    signal(SIGPIPE, SIG_IGN);
+    for (size_t i = 0; i < PD_COUNT(gone); i++) {
+        if (!gone[i]) continue;
+        say_raw("paddle: stopped by a signal: ");
+        say_raw(gone[i]);
+        say_raw(" left as it was\n");
+    }
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -180,7 +208,7 @@ int pd_out_open(pd_out *o, const char *path)
         }
         if (fd >= 0 && (!there || fchmod(fd, st.st_mode & 07777) == 0)) o->f = fdopen(fd, "w");
         if (o->f) {
-            track(o->tmp, NULL);
+            track(o->tmp, o->path);
             return 0;
         }
         if (fd >= 0) {
@@ -216,7 +244,7 @@ int pd_out_close(pd_out *o, int keep)
         kept = 1;
     }
     if (o->tmp) {
-        track(NULL, o->tmp);
+        track(o->tmp, NULL);
         if ((!keep || rc < 0) && !kept) unlink(o->tmp);
     }
     free(o->tmp);

@@ -56,7 +56,8 @@ int pd_out_flush(pd_out *o);
  * file, which is kept). !keep: the partial file is removed; 0. */
 int pd_out_close(pd_out *o, int keep);
 /* From now on SIGINT, SIGTERM and SIGHUP remove the partial files still
- * open before they end the process (for commands that set no handler of
+ * open, each said on stderr ("paddle: stopped by a signal: PATH left as it
+ * was"), before they end the process (for commands that set no handler of
  * their own). */
 void pd_out_remove_on_signal(void);
 

@@ -9,7 +9,7 @@
  * pd_term_write() just writes.
  *
  *     if (pd_term_start()) {
- *         const char *lines[] = {"pass 3/10  45%", "trainer 0  training"};
+ *         const char *lines[] = {"pass 2 (3 of 10)  45%", "trainer 0  training"};
  *         pd_term_set(lines, 2);
  *         pd_term_tick(0);                     // draws when due
  *     }

@@ -2,10 +2,12 @@
 #include "cli.h"
 #include "../core/pd.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Is name among known? *flag tells whether it takes no value. */
 static int is_known(const char *const *known, const char *name, size_t len, int *flag)
@@ -79,6 +81,10 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
     memset(c, 0, sizeof *c);
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
+        if (a[0] == '-' && isalpha((unsigned char)a[1]) && access(a, F_OK) != 0) { /* -passes=2: one dash short */
+            fprintf(stderr, "paddle %s: unknown option '%s' (an option begins with two dashes: -%s)\n", cmd, a, a);
+            goto usage;
+        }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
             if (c->npos >= maxpos || c->npos >= (int)PD_COUNT(c->pos)) {
                 fprintf(stderr, "paddle %s: unexpected argument '%s'\n", cmd, a);

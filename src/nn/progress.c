@@ -121,13 +121,14 @@ static void times(const pd_progress *p, double f, char *buf, size_t len)
     snprintf(buf, len, "elapsed %s, ETA %s", el, eta);
 }
 
-/* "pass 13/1000 43%  52000 samples/s" and the costs */
+/* "pass 12 (13 of 1000)  43%  52000 samples/s": the pass numbered from 0 as
+ * the logs and the summary lines number it, then how far into the job */
 static void pass_text(const pd_progress *p, double of_pass, char *buf, size_t len)
 {
     const pd_prog_role *r = slowest(p);
     int pass = r ? r->pass : p->pass_done + 1;
-    pass = PD_MIN(pass, p->passes - 1);
-    int n = snprintf(buf, len, "pass %d/%d", pass + 1, p->passes);
+    pass = PD_MAX(0, PD_MIN(pass, p->passes - 1));
+    int n = snprintf(buf, len, "pass %d (%d of %d)", pass, pass + 1, p->passes);
     if (!isnan(of_pass)) n += snprintf(buf + n, len - (size_t)n, "  %3.0f%%", of_pass * 100);
     if (r) snprintf(buf + n, len - (size_t)n, "  %.0f samples/s", job_rate(p));
 }
@@ -159,7 +160,7 @@ static void render(pd_progress *p)
         }
         int k = snprintf(lines[n], PD_TERM_COLS, "  %-10s %-12s %s", r->name, r->host, state_names[r->state]);
         if (r->state == PD_ST_TRAINING && r->reported && k > 0 && k < PD_TERM_COLS)
-            snprintf(lines[n] + k, PD_TERM_COLS - (size_t)k, "  pass %d, batch %d", r->pass + 1, r->batch);
+            snprintf(lines[n] + k, PD_TERM_COLS - (size_t)k, "  pass %d, batch %d", r->pass, r->batch);
         n++;
     }
     for (int i = 0; i < n; i++) ptr[i] = lines[i];

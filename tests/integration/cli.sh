@@ -110,6 +110,8 @@ while IFS='|' read -r name want args; do
 done <<'CASES'
 run-model-option|paddle run: --model is an option of paddle predict, not of paddle run (a model to start from: --init_model)|run fit_a_line.lua --model output/best
 check-init-model-option|paddle check: --init_model is an option of paddle train and paddle run, not of paddle check|check fit_a_line.lua --init_model=output/pass-00001
+one-dash-option|paddle train: unknown option '-passes=2' (an option begins with two dashes: --passes=2)|train -passes=2 fit_a_line.lua
+one-dash-option-last|paddle run: unknown option '-passes=2' (an option begins with two dashes: --passes=2)|run fit_a_line.lua -passes=2
 predict-value-is-option|paddle predict: --model needs a value, not the option '--input' (a value that begins with -- goes after '=': --model=VALUE)|predict fit_a_line.lua --model --input x.csv
 CASES
 run_capture "$PADDLE" run recipes/none.lua --zzzzzz
@@ -241,6 +243,20 @@ said="cdata/five.csv:2: 5 fields, the model reads the first 3 and ignores the re
 if [ "$rc" -eq 0 ] && [ -f extra_out/pass-00001/manifest.json ] && [ "$(grep -cF "$said" <<<"$out")" -eq 1 ]; then
     pass train-extra-fields-said-once
 else fail train-extra-fields-said-once "exit $rc: $out"; fi
+# settings of a job across processes on paddle train's command line: said,
+# and it trains as without them
+run_capture "$PADDLE" train cols_ok.lua --save_dir=alone_out --pservers=2 --restarts=2 --passes=1
+said="paddle train: warning: --pservers is a setting of a job across processes (paddle run); paddle train trains in this one process without it"
+if [ "$rc" -eq 0 ] && [ -f alone_out/pass-00000/manifest.json ] && [ "$(grep -cF "$said" <<<"$out")" -eq 1 ] &&
+   [[ "$out" == *"warning: --restarts is a setting of a job across processes"* ]] && [[ "$out" != *"--passes is a"* ]]; then
+    pass train-job-settings-said
+else fail train-job-settings-said "exit $rc: $out"; fi
+# a recipe whose name begins with a dash and a letter is a recipe where it
+# is a file (a workspace path as the launcher passes it to a node)
+cp cols_ok.lua ./-dash.lua
+run_capture "$PADDLE" check -dash.lua
+if [ "$rc" -eq 0 ] && [[ "$out" != *"unknown option"* ]]; then pass dash-named-recipe
+else fail dash-named-recipe "exit $rc: $out"; fi
 sed 's|"cdata/four.csv"|""|' cols_ok.lua >empty_train.lua
 expect_error check-empty-train 2 "paddle: empty_train.lua:1: data.train is empty: it names a data file" \
     "$PADDLE" check empty_train.lua

@@ -31,14 +31,15 @@ echo text >notadir.txt
 expect_error gen_out_not_a_directory 2 "paddle gen: --out = notadir.txt: not a directory" \
     "$PADDLE" gen criteo --out notadir.txt --rows 1000
 # interrupted (Ctrl-C) while it writes: the files of the run before stay
-# whole, no partial file is left
-"$PADDLE" gen criteo --out again --rows 3000000 --seed 6 >/dev/null 2>&1 &
+# whole, no partial file is left, and that is said
+"$PADDLE" gen criteo --out again --rows 3000000 --seed 6 >gen.out 2>&1 &
 gen=$!
 for i in $(seq 1 100); do ls again/*.partial-* >/dev/null 2>&1 && break; sleep 0.1; done
 kill -INT $gen; wait $gen; rc=$?
 if [ $rc -ne 0 ] && ! ls again/*.partial-* >/dev/null 2>&1 && cmp -s recipes/data/criteo-gen/train.txt again/train.txt &&
-   cmp -s recipes/data/criteo-gen/test.txt again/test.txt; then pass gen_interrupted_keeps_earlier
-else fail gen_interrupted_keeps_earlier "rc $rc: $(ls -l again)"; fi
+   cmp -s recipes/data/criteo-gen/test.txt again/test.txt &&
+   grep -qx 'paddle: stopped by a signal: again/train.txt left as it was' gen.out; then pass gen_interrupted_keeps_earlier
+else fail gen_interrupted_keeps_earlier "rc $rc: $(ls -l again; cat gen.out)"; fi
 # out of disk (a 300 KiB tmpfs): said, and the earlier files stay whole
 mkdir -p small
 if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=300k tmpfs small 2>/dev/null; then

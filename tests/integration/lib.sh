@@ -6,7 +6,7 @@
 #   skip NAME WHY        (what it checks cannot run here; never a pass)
 # A script may hold many cases; the runner counts them.
 
-# (a reason is kept on one line in RESULTS: a screen's "pass 3/10" line in
+# (a reason is kept on one line in RESULTS: a screen's "pass 3 (4 of 10)" line in
 # it must not count as a case)
 pass() { echo "pass $1" >>"$RESULTS"; echo "ok: $1"; }
 fail() { echo "fail $1: ${2//$'\n'/ | }" >>"$RESULTS"; echo "FAILED: $1: $2"; }

@@ -1,8 +1,9 @@
 # status_tty.sh - the live status block of `paddle run` and `paddle train`,
 # driven as a user sees it: the real binary in a tmux pane (send-keys,
 # capture-pane). The block shows every role with its host and state and the
-# pass x/N; it stays whole in a 60-column window (no line of it longer than
-# the window, no copy of it left behind); Ctrl+C stops the job, erases the
+# pass (numbered from 0 as the logs number it, and which of N); it stays
+# whole in a 60-column window (no line of it longer than the window, no copy
+# of it left behind); Ctrl+C stops the job, erases the
 # block, leaves the final lines and no role process; stdout into a pipe
 # means no block. Over SSH (real sshd "hosts" on 127.0.0.2 and .3) the block
 # names each role's host. Without a terminal: the plain lines, one summary
@@ -47,7 +48,7 @@ else
         shot=$(screen)
         block=$(sed -n "/$HEAD/,\$p" <<<"$shot" | sed '/^$/d')
         ok=0
-        if [ "$(grep -cE "$HEAD" <<<"$shot")" -eq 1 ] && grep -qE '^pass [0-9]+/100000 ' <<<"$block" &&
+        if [ "$(grep -cE "$HEAD" <<<"$shot")" -eq 1 ] && grep -qE '^pass [0-9]+ \([0-9]+ of 100000\) ' <<<"$block" &&
             grep -qE '^  pserver 0 +localhost +serving' <<<"$block" &&
             grep -qE '^  pserver 1 +localhost +serving' <<<"$block" &&
             grep -qE '^  trainer 0 +localhost +training +pass [0-9]+' <<<"$block" &&
@@ -127,7 +128,7 @@ if ! wait_for '^  trainer +localhost +training' 30; then
     fail train_block "no status block for paddle train: $(screen | tail -n 8)"
 else
     shot=$(screen)
-    if grep -qE '^-- paddle train status_job\.lua' <<<"$shot" && grep -qE '^pass [0-9]+/100000' <<<"$shot"; then
+    if grep -qE '^-- paddle train status_job\.lua' <<<"$shot" && grep -qE '^pass [0-9]+ \([0-9]+ of 100000\)' <<<"$shot"; then
         pass train_block
     else
         fail train_block "the block lacks its header or pass: $(tail -n 6 <<<"$shot")"
