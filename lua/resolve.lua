@@ -78,6 +78,11 @@ function V.apply_overrides(state, overrides)
     state.decls[decl] = d
     d.values[key] = S.check_value("option --" .. key, decl, key, spec, v)
     state.overridden = state.overridden or {}
+    if spec.job and not state.overridden[key] then
+      -- the job settings given, once each in the order given: paddle train says it ignores them
+      state.job_options = state.job_options or {}
+      state.job_options[#state.job_options + 1] = key
+    end
     state.overridden[key] = true
   end
 end
@@ -197,6 +202,7 @@ function V.resolve(state, recipe_path, dirname)
     settings = with_defaults("settings", decl("settings")),
     recipe = recipe_path,
     recipe_dir = dirname(recipe_path),
+    job_options = state.job_options or {},
   }
   local function key_where(name, key)
     local d = state.decls[name]

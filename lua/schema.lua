@@ -22,6 +22,9 @@ local function enum(values, default, alias)
 end
 local function bool(default) return { kind = "bool", default = default } end
 local function strlist() return { kind = "strlist" } end
+-- a setting of a job across processes (paddle run): paddle train, which
+-- trains in one process, says it does not use one given on its command line
+local function job(spec) spec.job = true return spec end
 
 S.blocks = {
   cluster = {
@@ -70,29 +73,33 @@ S.blocks = {
   settings = {
     batch_size = int(1, 10000000, 32),
     passes = int(1, 1000000, 1),
-    mode = enum({ "sync", "async" }, "sync"),
+    mode = job(enum({ "sync", "async" }, "sync")),
     seed = int(0, 2147483647, 1),
     log_period = int(1, 100000000, 10),
     max_batches = int(0, 2000000000, 0),
     test_period = int(0, 100000000, 0),
     device = enum({ "cpu", "cuda" }, "cpu", { gpu = "cuda", nvidia = "cuda" }),
     use_gpu = bool(false),
-    server_timeout = num(1, 86400, 120),
-    heartbeat_timeout = num(1, 86400, 30),
-    metrics_port = int(0, 65535, 0),          -- /metrics: launcher on it, pserver i on it + 1 + i (0: off)
+    server_timeout = job(num(1, 86400, 120)),
+    heartbeat_timeout = job(num(1, 86400, 30)),
+    metrics_port = job(int(0, 65535, 0)),          -- /metrics: launcher on it, pserver i on it + 1 + i (0: off)
     save_dir = path("output"),
-    checkpoint_dir = path(nil),
-    checkpoint_period = int(1, 2000000000, 200), -- sync: global steps between checkpoints
-    checkpoint_keep = int(1, 1000, 2),
+    checkpoint_dir = job(path(nil)),
+    checkpoint_period = job(int(1, 2000000000, 200)), -- sync: global steps between checkpoints
+    checkpoint_keep = job(int(1, 1000, 2)),
     early_stop = int(0, 1000000, 0),          -- 0: train every pass
     early_stop_metric = str(nil),             -- nil: the test cost
     early_stop_mode = enum({ "auto", "min", "max" }, "auto"),
     save_period = int(1, 1000000, 1),
     keep_models = int(0, 1000000, 0),         -- 0: keep every saved pass
     threads = int(0, 1024, 0),
-    num_gradient_servers = int(1, 4096, nil),
+    num_gradient_servers = job(int(1, 4096, nil)),
   },
 }
+
+for _, d in ipairs({ "cluster", "job" }) do
+  for _, spec in pairs(S.blocks[d]) do spec.job = true end
+end
 
 -- The order --key=value overrides look a key up in.
 S.names = { "cluster", "job", "data", "settings" }

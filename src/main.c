@@ -481,25 +481,15 @@ static int load_recipe(pd_recipe *r, pd_cli *cli)
     return 0;
 }
 
-/* Settings of a job across processes (lua/schema.lua: every cluster and job
- * key, and the settings only pservers and their clients read), which
- * paddle train, one process, has no use for. */
-static const char *const job_only[] = {
-    "hosts", "root_dir", "nic", "port", "ports_num", "ports_num_for_sparse", "unix_sockets", "shared_memory",
-    "ld_library_path", "identity_files", "use_agent", "known_hosts", "connect_timeout", "pserver_hosts",
-    "trainer_hosts", "name", "pservers", "trainers", "workspace", "deployed", "restarts", "copy_output", "mode",
-    "server_timeout", "heartbeat_timeout", "metrics_port", "checkpoint_dir", "checkpoint_period",
-    "checkpoint_keep", "num_gradient_servers",
-};
-
-/* One on paddle train's command line is said, not silently dropped. */
-static void warn_job_only(const pd_cli *cli)
+/* The settings of a job across processes on paddle train's command line
+ * (lua/schema.lua marks them) are said, not silently dropped. */
+static void warn_job_only(const pd_cli *cli, const pd_recipe *r)
 {
-    for (int i = 0; i < cli->noverrides; i++)
-        for (size_t j = 0; j < PD_COUNT(job_only); j++)
-            if (!strcmp(cli->overrides[i].key, job_only[j]))
-                fprintf(stderr, "paddle train: warning: --%s is a setting of a job across processes (paddle run); "
-                                "paddle train trains in this one process without it\n", job_only[j]);
+    static const char tail[] = "is a setting of a job across processes (paddle run); "
+                               "paddle train trains in this one process without it";
+    if (cli->cluster) fprintf(stderr, "paddle train: warning: --cluster %s\n", tail);
+    for (int i = 0; i < r->njob_options; i++)
+        fprintf(stderr, "paddle train: warning: --%s %s\n", r->job_options[i], tail);
 }
 
 static int cmd_train(int argc, char **argv)
@@ -509,8 +499,8 @@ static int cmd_train(int argc, char **argv)
     pd_recipe r;
     int rc = pd_cli_parse(&cli, "train", argc, argv, 1, 1, known);
     if (rc) return rc;
-    warn_job_only(&cli);
     if ((rc = load_recipe(&r, &cli)) == 0) {
+        warn_job_only(&cli, &r);
         struct sigaction sa = {.sa_handler = on_signal};
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);

@@ -61,6 +61,7 @@ void pd_recipe_free(pd_recipe *r)
         free(r->overrides[i].value);
     }
     free(r->overrides);
+    free_list(r->job_options, r->njob_options);
     memset(r, 0, sizeof *r);
     r->predict = -1;
 }

@@ -133,6 +133,10 @@ typedef struct pd_recipe {
     /* the --key=value overrides it was loaded with, to pass on to roles */
     int noverrides;
     pd_kv *overrides;
+    /* the keys among them that are settings of a job across processes
+     * (lua/schema.lua marks them), once each: paddle train says it ignores them */
+    int njob_options;
+    char **job_options;
 } pd_recipe;
 
 void pd_recipe_free(pd_recipe *r);

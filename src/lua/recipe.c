@@ -348,6 +348,7 @@ static int load_protected(lua_State *L)
     pd_recipe *r = a->r;
     r->path = get_str(L, top, "recipe");
     r->dir = get_str(L, top, "recipe_dir");
+    get_strlist(L, top, "job_options", &r->job_options, &r->njob_options);
     read_cluster(L, top, r);
     read_job_data(L, top, r);
     read_settings(L, top, r);

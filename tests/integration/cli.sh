@@ -245,10 +245,15 @@ if [ "$rc" -eq 0 ] && [ -f extra_out/pass-00001/manifest.json ] && [ "$(grep -cF
 else fail train-extra-fields-said-once "exit $rc: $out"; fi
 # settings of a job across processes on paddle train's command line: said,
 # and it trains as without them
-run_capture "$PADDLE" train cols_ok.lua --save_dir=alone_out --pservers=2 --restarts=2 --passes=1
+# (lua/schema.lua marks them), each once however often it is given
+printf 'cluster { hosts = { "127.0.0.2" } }\n' >onehost_cluster.lua
+run_capture "$PADDLE" train cols_ok.lua --save_dir=alone_out --pservers=2 --restarts=2 --passes=1 --pservers=3 \
+    --heartbeat_timeout=5 --cluster onehost_cluster.lua
 said="paddle train: warning: --pservers is a setting of a job across processes (paddle run); paddle train trains in this one process without it"
 if [ "$rc" -eq 0 ] && [ -f alone_out/pass-00000/manifest.json ] && [ "$(grep -cF "$said" <<<"$out")" -eq 1 ] &&
-   [[ "$out" == *"warning: --restarts is a setting of a job across processes"* ]] && [[ "$out" != *"--passes is a"* ]]; then
+   [[ "$out" == *"warning: --restarts is a setting of a job across processes"* ]] &&
+   [[ "$out" == *"warning: --heartbeat_timeout is a setting of a job across processes"* ]] &&
+   [[ "$out" == *"warning: --cluster is a setting of a job across processes"* ]] && [[ "$out" != *"--passes is a"* ]]; then
     pass train-job-settings-said
 else fail train-job-settings-said "exit $rc: $out"; fi
 # a recipe whose name begins with a dash and a letter is a recipe where it
