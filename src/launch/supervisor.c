@@ -530,8 +530,11 @@ static void report(const pd_sup *s)
         char how[96];
         describe(m, how, sizeof how);
         /* asked to stop and ended on its own: a role stopped on a signal
-         * exits 1 (a pserver 0), which is no failure of its own */
-        int asked = m->killed && m->exited && WIFEXITED(m->status) && WEXITSTATUS(m->status) <= 1;
+         * exits 1 (a pserver 0), which is no failure of its own; one that
+         * had not set its handlers yet (loading the recipe) ends on SIGTERM */
+        int asked = m->killed && m->exited &&
+                    ((WIFEXITED(m->status) && WEXITSTATUS(m->status) <= 1) ||
+                     (WIFSIGNALED(m->status) && WTERMSIG(m->status) == SIGTERM));
         if (asked) snprintf(how, sizeof how, "stopped");
         say("paddle:   %-12s %s%s\n", m->name, how, m->killed && !asked ? " (stopped by the launcher)" : "");
     }
@@ -539,7 +542,9 @@ static void report(const pd_sup *s)
 
 /* --- the loop ------------------------------------------------------------------- */
 
-enum { UNTIL_EVENT, UNTIL_ALL_ENDED };
+/* UNTIL_ENDED_OR_STOP: until every member ended, a signal came or the
+ * launcher went away (returned, not held) */
+enum { UNTIL_EVENT, UNTIL_ALL_ENDED, UNTIL_ENDED_OR_STOP };
 
 /* Read the self-pipe and the upstream channel after poll(); returns the
  * signal that arrived, -1 when the launcher went away, or 0. */
@@ -593,7 +598,7 @@ static void heartbeats(pd_sup *s)
 static int pump(pd_sup *s, double deadline, int until)
 {
     int sig = s->held_sig;
-    if (sig && until == UNTIL_EVENT) {
+    if (sig && until != UNTIL_ALL_ENDED) {
         s->held_sig = 0;
         return sig;
     }
@@ -608,7 +613,7 @@ static int pump(pd_sup *s, double deadline, int until)
             if (!ended(&s->m[i])) running += s->m[i].pid > 0 || s->m[i].kind == M_NODE;
             else unhandled += !s->m[i].handled;
         }
-        if (until == UNTIL_ALL_ENDED ? running == 0 : unhandled > 0) break;
+        if (until != UNTIL_EVENT ? running == 0 : unhandled > 0) break;
         heartbeats(s);
         if (s->board) pd_progress_show(s->board);
         double left = deadline - pd_now();
@@ -638,14 +643,14 @@ static int pump(pd_sup *s, double deadline, int until)
         if (r <= 0) continue;
         int got = take_events(s, &p[0], up >= 0 ? &p[up] : NULL);
         if (got) sig = got;
-        if (sig && until == UNTIL_EVENT) break;
+        if (sig && until != UNTIL_ALL_ENDED) break;
         for (int i = 1; i < n; i++)
             if (i != up && i != web && s->m[who[i]].kind == M_ROLE && (p[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 drain_role(s, &s->m[who[i]]);
     }
     free(p);
     free(who);
-    if (until == UNTIL_EVENT) return sig;
+    if (until != UNTIL_ALL_ENDED) return sig;
     if (sig && !s->held_sig) s->held_sig = sig;
     return 0;
 }
@@ -991,7 +996,7 @@ static int not_listening(pd_sup *s, member *m, int *sig)
     if (*sig) return 1;
     if (first || (first = failed_early(s))) m = first;
     config_error(s, m);
-    *sig = pump(s, pd_now() + 0.2, UNTIL_ALL_ENDED); /* the output it left */
+    *sig = pump(s, pd_now() + 0.2, UNTIL_ENDED_OR_STOP); /* the output it left */
     char how[96];
     describe(m, how, sizeof how);
     say("paddle: %s %s before it listened\n", m->name, how);
@@ -1044,14 +1049,38 @@ static int start_roles(pd_sup *s, const pd_recipe *r, const pd_agent_opts *o, co
     return rc < 0 ? stop_job(s, 0) : 0;
 }
 
-/* The trainers finished: the pservers exit by themselves once every trainer
- * said FINISH. Returns the exit status. */
-static int finish(pd_sup *s)
+/* Whether a pserver of this agent still runs. */
+static int pservers_running(const pd_sup *s)
 {
-    pump(s, pd_now() + DONE_WAIT, UNTIL_ALL_ENDED);
+    for (int i = 0; i < s->n; i++)
+        if (s->m[i].kind == M_ROLE && s->m[i].role == PD_ROLE_PSERVER && s->m[i].pid > 0 && !s->m[i].exited) return 1;
+    return 0;
+}
+
+/* The trainers finished: the pservers exit by themselves once every trainer
+ * said FINISH. Here every trainer did, so they get DONE_WAIT. A node's
+ * agent, whose pservers may still serve trainers elsewhere, waits for them
+ * while its launcher is there, saying so after DONE_WAIT, up to
+ * server_timeout + heartbeat_timeout more (a trainer that hangs there
+ * without a barrier to wait on ends no pserver). A signal or the launcher
+ * going stops them at once. Returns the exit status. */
+static int finish(pd_sup *s, const pd_recipe *r)
+{
+    int node = s->upstream_fd >= 0, sig = 0, said = 0;
+    double t0 = pd_now(), limit = DONE_WAIT + (node ? r->server_timeout + r->heartbeat_timeout : 0);
+    while (!sig && pservers_running(s) && pd_now() < t0 + limit) {
+        if (node && !said && pd_now() >= t0 + DONE_WAIT) {
+            say("paddle: this node's trainers finished %.0f s ago; its pservers still serve trainers elsewhere: "
+                "waiting for them (at most %.0f s more)\n", DONE_WAIT, limit - DONE_WAIT);
+            said = 1;
+        }
+        sig = pump(s, said ? t0 + limit : t0 + DONE_WAIT, UNTIL_ENDED_OR_STOP);
+    }
     reap(s);
     int left = 0, status = 0;
     for (int i = 0; i < s->n; i++) left += !s->m[i].exited;
+    if (left && !sig && pservers_running(s))
+        say("paddle: the pservers did not end %.0f s after this job's trainers finished: stopping them\n", limit);
     if (left) pd_sup_stop_all(s);
     for (int i = 0; i < s->n; i++) {
         member *m = &s->m[i];
@@ -1062,6 +1091,11 @@ static int finish(pd_sup *s)
             print_tail(m);
             status = 1;
         }
+    }
+    if (sig > 0) {
+        say("paddle: %s after the trainers finished: the pservers were stopped\n",
+            sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig));
+        if (status == 0) status = 130;
     }
     return status;
 }
@@ -1180,7 +1214,7 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
         if ((status = start_roles(s, r, o, exe, secret)) != 0) goto out;
     } while ((status = pd_sup_run(s)) == PD_SUP_RESTART);
     if (status != 0) goto out;
-    status = finish(s);
+    status = finish(s, r);
     end_progress(s->board, status);
     s->board = NULL;
     if (local)

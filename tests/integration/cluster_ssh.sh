@@ -96,6 +96,27 @@ else
     fail host_without_roles "rc $rc: $(tail -n 3 <<<"$out")"
 fi
 
+# trainer 0 alone tests after the last pass (here 150000 synthetic samples
+# of a 512-2048-2048-1 model, over 10 s): the other node, whose trainer
+# finished, keeps its pserver for it, saying what it waits for, rather than
+# stopping it 10 s on and trainer 0's FINISH meeting a closed connection
+sed -e 's|^data {.*|data { train = "synthetic", test = "synthetic", format = "synthetic", samples = 150000 }|' \
+    -e 's|nn.data("x", 13), nn.data("y", 1)|nn.fc(nn.fc(nn.data("x", 512), 2048, { act = "relu" }), 2048, { act = "relu" }), nn.data("y", 1)|' \
+    -e 's|^settings {.*|settings { batch_size = 256, passes = 1, max_batches = 2, threads = 1, log_period = 1000 }|' \
+    ws/job.lua >ws/longtest.lua
+rm -rf output
+run_capture "$PADDLE" run ws/longtest.lua
+waited='[127.0.0.3] paddle: this node'"'"'s trainers finished 10 s ago; its pservers still serve trainers elsewhere'
+if [ $rc -eq 0 ] && ! grep -qF "$waited" <<<"$out" && ! grep -q 'FINISH not sent' <<<"$out"; then
+    skip pserver_kept_for_trainer_elsewhere "trainer 0's test took under 10 s here"
+elif [ $rc -eq 0 ] && grep -qF "$waited" <<<"$out" && ! grep -q 'FINISH not sent\|stopping on a signal' <<<"$out" &&
+     grep -q 'every trainer finished; pserver 1 exits' <<<"$out" && [ -s output/pass-00000/manifest.json ]; then
+    pass pserver_kept_for_trainer_elsewhere
+else
+    fail pserver_kept_for_trainer_elsewhere "rc $rc: $(grep -v 'batch [0-9]*,' <<<"$out" | tail -n 8)"
+fi
+check no_leftovers_after_long_test no_leftovers
+
 # a long job in the background; waits until every role trains
 start_long() {
     "$PADDLE" run ws/job.lua --passes=1000000 >long.out 2>&1 &

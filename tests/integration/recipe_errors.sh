@@ -992,11 +992,12 @@ expect_error concat-loop 2 "concat_loop.lua:2: recipe ran over 500 million instr
 # (minutes) run between two counts. The CPU-time limit (20 s; lowered
 # here) has a timer of its own that makes the next instruction count...
 write compare_long.lua <<EOF
-local a, b = string.rep("a", 2^24), string.rep("a", 2^24)
+local s = string.rep("a", 4096) -- 16 MB from 4096 copies, not 2^24 of one byte (a second of CPU on a slow machine)
+local a, b = string.rep(s, 4096), string.rep(s, 4096)
 while a == b do end
 $BASE
 EOF
-PADDLE_RECIPE_CPU_SECONDS=1 expect_error cpu-time-limit 2 "compare_long.lua:2: recipe ran for over 1 s of CPU time: an endless loop?" \
+PADDLE_RECIPE_CPU_SECONDS=1 expect_error cpu-time-limit 2 "compare_long.lua:3: recipe ran for over 1 s of CPU time: an endless loop?" \
     timeout 60 "$PADDLE" check compare_long.lua
 # ...and the wall-clock deadline of the command line is the last resort,
 # for one instruction that runs long (here: the CPU limit raised)
