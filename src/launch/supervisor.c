@@ -591,10 +591,11 @@ static void heartbeats(pd_sup *s)
 
 /* Stream output and reap until every member ended (UNTIL_ALL_ENDED) or one
  * ended and was not looked at yet, a signal came or the launcher went away
- * (UNTIL_EVENT), or the deadline. Returns the signal, -1 (the launcher went
- * away) or 0. Under UNTIL_ALL_ENDED a signal is held, and the next pump()
- * UNTIL_EVENT returns it at once: Ctrl+C while the roles stop for a restart
- * stops the job, not the restart. */
+ * (UNTIL_EVENT), or every member ended or a signal came or the launcher went
+ * away (UNTIL_ENDED_OR_STOP), or the deadline. Returns the signal, -1 (the
+ * launcher went away) or 0. Under UNTIL_ALL_ENDED a signal is held, and the
+ * next pump() of another mode returns it at once: Ctrl+C while the roles
+ * stop for a restart stops the job, not the restart. */
 static int pump(pd_sup *s, double deadline, int until)
 {
     int sig = s->held_sig;
@@ -1049,38 +1050,38 @@ static int start_roles(pd_sup *s, const pd_recipe *r, const pd_agent_opts *o, co
     return rc < 0 ? stop_job(s, 0) : 0;
 }
 
-/* Whether a pserver of this agent still runs. */
-static int pservers_running(const pd_sup *s)
+/* Whether a role still runs or has output not read yet. */
+static int roles_running(const pd_sup *s)
 {
     for (int i = 0; i < s->n; i++)
-        if (s->m[i].kind == M_ROLE && s->m[i].role == PD_ROLE_PSERVER && s->m[i].pid > 0 && !s->m[i].exited) return 1;
+        if (s->m[i].kind == M_ROLE && s->m[i].pid > 0 && !ended(&s->m[i])) return 1;
     return 0;
 }
 
 /* The trainers finished: the pservers exit by themselves once every trainer
- * said FINISH. Here every trainer did, so they get DONE_WAIT. A node's
- * agent, whose pservers may still serve trainers elsewhere, waits for them
- * while its launcher is there, saying so after DONE_WAIT, up to
- * server_timeout + heartbeat_timeout more (a trainer that hangs there
- * without a barrier to wait on ends no pserver). A signal or the launcher
- * going stops them at once. Returns the exit status. */
+ * said FINISH. Where every trainer of the job ran here, they did, and the
+ * pservers get DONE_WAIT. A node's agent whose pservers serve trainers
+ * elsewhere too (trainer 0 alone tests and saves after the last pass) waits
+ * for them as long as they run, saying so after DONE_WAIT: a pserver ends
+ * once every trainer finished, or left (heartbeat_timeout). A signal, or the
+ * launcher going, stops them at once. Returns the exit status. */
 static int finish(pd_sup *s, const pd_recipe *r)
 {
-    int node = s->upstream_fd >= 0, sig = 0, said = 0;
-    double t0 = pd_now(), limit = DONE_WAIT + (node ? r->server_timeout + r->heartbeat_timeout : 0);
-    while (!sig && pservers_running(s) && pd_now() < t0 + limit) {
-        if (node && !said && pd_now() >= t0 + DONE_WAIT) {
-            say("paddle: this node's trainers finished %.0f s ago; its pservers still serve trainers elsewhere: "
-                "waiting for them (at most %.0f s more)\n", DONE_WAIT, limit - DONE_WAIT);
+    int node = s->upstream_fd >= 0, here = 0, sig = 0, said = 0;
+    for (int i = 0; i < s->n; i++) here += is_trainer(&s->m[i]);
+    int elsewhere = node && here < r->trainers;
+    double t0 = pd_now();
+    while (!sig && roles_running(s) && (elsewhere || pd_now() < t0 + DONE_WAIT)) {
+        if (elsewhere && !said && pd_now() >= t0 + DONE_WAIT) {
+            say("paddle: this node's trainers finished %.0f s ago; its pservers still serve the trainers on other "
+                "nodes: waiting for them to finish\n", DONE_WAIT);
             said = 1;
         }
-        sig = pump(s, said ? t0 + limit : t0 + DONE_WAIT, UNTIL_ENDED_OR_STOP);
+        sig = pump(s, pd_now() + DONE_WAIT, UNTIL_ENDED_OR_STOP);
     }
     reap(s);
-    int left = 0, status = 0;
-    for (int i = 0; i < s->n; i++) left += !s->m[i].exited;
-    if (left && !sig && pservers_running(s))
-        say("paddle: the pservers did not end %.0f s after this job's trainers finished: stopping them\n", limit);
+    int left = roles_running(s), status = 0;
+    if (left && !sig) say("paddle: the pservers did not end %.0f s after the trainers finished: stopping them\n", DONE_WAIT);
     if (left) pd_sup_stop_all(s);
     for (int i = 0; i < s->n; i++) {
         member *m = &s->m[i];
@@ -1092,9 +1093,11 @@ static int finish(pd_sup *s, const pd_recipe *r)
             status = 1;
         }
     }
-    if (sig > 0) {
-        say("paddle: %s after the trainers finished: the pservers were stopped\n",
-            sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig));
+    if (left && sig) {
+        char where[600] = ""; /* a node's launcher copies the model: it says where */
+        if (!node) snprintf(where, sizeof where, "; the model is in %.500s/", r->save_dir);
+        say("paddle: %s after the trainers finished: the pservers were stopped%s\n",
+            sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig), where);
         if (status == 0) status = 130;
     }
     return status;
@@ -1217,7 +1220,7 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
     status = finish(s, r);
     end_progress(s->board, status);
     s->board = NULL;
-    if (local)
+    if (local && status != 130)
         printf("paddle: job done in %.1f s%s%.0d%s: %d trainer%s finished, %d pserver%s stopped; model in %s/\n",
                pd_now() - t0, s->nrestarts ? " after " : "", s->nrestarts,
                s->nrestarts == 0 ? "" : s->nrestarts == 1 ? " restart" : " restarts", r->trainers, r->trainers > 1 ? "s" : "", r->pservers, r->pservers > 1 ? "s" : "", r->save_dir);

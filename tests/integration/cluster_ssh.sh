@@ -106,7 +106,7 @@ sed -e 's|^data {.*|data { train = "synthetic", test = "synthetic", format = "sy
     ws/job.lua >ws/longtest.lua
 rm -rf output
 run_capture "$PADDLE" run ws/longtest.lua
-waited='[127.0.0.3] paddle: this node'"'"'s trainers finished 10 s ago; its pservers still serve trainers elsewhere'
+waited='[127.0.0.3] paddle: this node'"'"'s trainers finished 10 s ago; its pservers still serve the trainers on other nodes: waiting for them to finish'
 if [ $rc -eq 0 ] && ! grep -qF "$waited" <<<"$out" && ! grep -q 'FINISH not sent' <<<"$out"; then
     skip pserver_kept_for_trainer_elsewhere "trainer 0's test took under 10 s here"
 elif [ $rc -eq 0 ] && grep -qF "$waited" <<<"$out" && ! grep -q 'FINISH not sent\|stopping on a signal' <<<"$out" &&
