@@ -854,8 +854,8 @@ static int cmd_node(int argc, char **argv)
  * role and the pserver table. Returns 0 or the exit status (said). */
 static int start_rendezvous(pd_env_role *e, int argc, char **argv, double timeout, pd_rdv_result *res)
 {
-    /* the role's own, passed on (the Kubernetes manifests add --resume) */
-    static const char *const known[] = {"resume!", NULL};
+    /* the roles' own, passed on (the Kubernetes manifests add --resume) */
+    static const char *const known[] = {"resume!", "init_model", NULL};
     pd_cli cli;
     pd_recipe r;
     uint8_t secret[PD_SECRET];
@@ -922,9 +922,16 @@ static int cmd_start(int argc, char **argv)
     } else if (e.rendezvous) {
         rc = start_rendezvous(&e, nown, own, timeout, &res);
     }
-    for (int i = 1; rc == 0 && i < nown; i++)
-        if (!e.rendezvous || (strncmp(own[i], "--pservers=", 11) && strncmp(own[i], "--trainers=", 11)))
-            a[n++] = pd_xstrdup(own[i]);
+    for (int i = 1; rc == 0 && i < nown; i++) {
+        if (e.rendezvous && (!strncmp(own[i], "--pservers=", 11) || !strncmp(own[i], "--trainers=", 11))) continue;
+        /* a model to start from is trainer 0's to load: a pserver takes none */
+        if (e.kind == PD_ROLE_PSERVER && !strncmp(own[i], "--init_model", 12) &&
+            (own[i][12] == '=' || own[i][12] == '\0')) {
+            i += own[i][12] == '\0'; /* --init_model DIR */
+            continue;
+        }
+        a[n++] = pd_xstrdup(own[i]);
+    }
     if (rc == 0) {
         a[0] = pd_xstrdup(e.kind == PD_ROLE_PSERVER ? "pserver" : "trainer");
         a[n++] = pd_xasprintf("--trainers=%d", e.ntrainers);
@@ -1121,7 +1128,7 @@ static const command commands[] = {
      "Connects to every pserver (printing which are not ready while it waits, up to\n"
      "settings.server_timeout seconds), trains on its share of the data, and, as\n"
      "trainer 0, initialises the pservers, tests after each pass and writes the model.\n"},
-    {"start", cmd_start, "RECIPE [--master=HOST:PORT] [--pservers=P] [--rendezvous_timeout=S] [--key=value ...]",
+    {"start", cmd_start, "RECIPE [--master=HOST:PORT] [--pservers=P] [--rendezvous_timeout=S] [--init_model=DIR] [--resume] [--key=value ...]",
      "Run the role the environment names (mpirun, Slurm, Kubernetes, Volcano).",
      "Reads PaddlePaddle's variables, either scheme:\n"
      "  PADDLE_TRAINING_ROLE | TRAINING_ROLE            PSERVER or TRAINER\n"

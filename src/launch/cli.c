@@ -63,7 +63,7 @@ static const char *near_known(const char *const *known, const char *name, size_t
 static const struct {
     const char *name, *cmds;
 } command_opts[] = {
-    {"init_model", "paddle train and paddle run"}, {"resume", "paddle run"}, {"model", "paddle predict"},
+    {"init_model", "paddle train, paddle run and paddle start"}, {"resume", "paddle run"}, {"model", "paddle predict"},
     {"input", "paddle predict"}, {"output", "paddle predict"}, {"part", "paddle predict"}, {"out", "paddle gen"},
 };
 

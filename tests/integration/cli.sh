@@ -109,7 +109,7 @@ while IFS='|' read -r name want args; do
     if [ "$rc" -eq 2 ] && [[ "$out" == *"$want"* ]]; then pass "$name"; else fail "$name" "exit $rc: $out"; fi
 done <<'CASES'
 run-model-option|paddle run: --model is an option of paddle predict, not of paddle run (a model to start from: --init_model)|run fit_a_line.lua --model output/best
-check-init-model-option|paddle check: --init_model is an option of paddle train and paddle run, not of paddle check|check fit_a_line.lua --init_model=output/pass-00001
+check-init-model-option|paddle check: --init_model is an option of paddle train, paddle run and paddle start, not of paddle check|check fit_a_line.lua --init_model=output/pass-00001
 one-dash-option|paddle train: unknown option '-passes=2' (an option begins with two dashes: --passes=2)|train -passes=2 fit_a_line.lua
 one-dash-option-last|paddle run: unknown option '-passes=2' (an option begins with two dashes: --passes=2)|run fit_a_line.lua -passes=2
 predict-value-is-option|paddle predict: --model needs a value, not the option '--input' (a value that begins with -- goes after '=': --model=VALUE)|predict fit_a_line.lua --model --input x.csv

@@ -95,6 +95,20 @@ if run_job kubeflow && [ -s out_kubeflow/pass-00002/fc_0.w_0.npy ] && grep -q 'p
 else
     fail job_from_kubeflow_variables_with_resume "$(tail -n 3 kubeflow.*.log)"
 fi
+# a model to start from (--init_model), given to every role as a scheduler
+# gives one command line to all: trainer 0 loads it, the pservers take none
+# (under the rendezvous trainer 0 may be either trainer process)
+cp -r out_fluid/pass-00002 init_from
+extra=(--init_model=init_from)
+for scheme in fluid kubeflow; do
+    rm -rf out_$scheme
+    if run_job $scheme && [ -s out_$scheme/pass-00002/fc_0.w_0.npy ] &&
+       cat $scheme.tr*.log | grep -q 'trainer 0: parameters loaded from init_from (--init_model)'; then
+        pass "init_model_under_${scheme}_variables"
+    else
+        fail "init_model_under_${scheme}_variables" "$(tail -n 3 $scheme.*.log)"
+    fi
+done
 extra=()
 
 # a trainer killed while the job runs ($1: sync or async), then ($2)
