@@ -927,7 +927,7 @@ static int cmd_start(int argc, char **argv)
         /* a model to start from is trainer 0's to load: a pserver takes none */
         if (e.kind == PD_ROLE_PSERVER && !strncmp(own[i], "--init_model", 12) &&
             (own[i][12] == '=' || own[i][12] == '\0')) {
-            i += own[i][12] == '\0'; /* --init_model DIR */
+            i += own[i][12] == '\0' && i + 1 < nown && strncmp(own[i + 1], "--", 2) != 0; /* --init_model DIR */
             continue;
         }
         a[n++] = pd_xstrdup(own[i]);

@@ -1062,26 +1062,28 @@ static int roles_running(const pd_sup *s)
  * said FINISH. Where every trainer of the job ran here, they did, and the
  * pservers get DONE_WAIT. A node's agent whose pservers serve trainers
  * elsewhere too (trainer 0 alone tests and saves after the last pass) waits
- * for them as long as they run, saying so after DONE_WAIT: a pserver ends
- * once every trainer finished, or left (heartbeat_timeout). A signal, or the
- * launcher going, stops them at once. Returns the exit status. */
+ * for them up to server_timeout + heartbeat_timeout more, saying so after
+ * DONE_WAIT: a hung pserver, or a trainer elsewhere hung but connected,
+ * would keep it for ever. A signal, or the launcher going, stops them at
+ * once. Returns the exit status. */
 static int finish(pd_sup *s, const pd_recipe *r)
 {
     int node = s->upstream_fd >= 0, here = 0, sig = 0, said = 0;
     for (int i = 0; i < s->n; i++) here += is_trainer(&s->m[i]);
-    int elsewhere = node && here < r->trainers;
-    double t0 = pd_now();
-    while (!sig && roles_running(s) && (elsewhere || pd_now() < t0 + DONE_WAIT)) {
-        if (elsewhere && !said && pd_now() >= t0 + DONE_WAIT) {
+    double t0 = pd_now(), limit = DONE_WAIT;
+    if (node && here < r->trainers) limit += r->server_timeout + r->heartbeat_timeout;
+    while (!sig && roles_running(s) && pd_now() < t0 + limit) {
+        if (!said && limit > DONE_WAIT && pd_now() >= t0 + DONE_WAIT) {
             say("paddle: this node's trainers finished %.0f s ago; its pservers still serve the trainers on other "
-                "nodes: waiting for them to finish\n", DONE_WAIT);
+                "nodes: waiting for them to finish (at most %.0f s more: settings.server_timeout + "
+                "heartbeat_timeout)\n", DONE_WAIT, limit - DONE_WAIT);
             said = 1;
         }
-        sig = pump(s, pd_now() + DONE_WAIT, UNTIL_ENDED_OR_STOP);
+        sig = pump(s, said ? t0 + limit : t0 + DONE_WAIT, UNTIL_ENDED_OR_STOP);
     }
     reap(s);
     int left = roles_running(s), status = 0;
-    if (left && !sig) say("paddle: the pservers did not end %.0f s after the trainers finished: stopping them\n", DONE_WAIT);
+    if (left && !sig) say("paddle: the pservers did not end %.0f s after the trainers finished: stopping them\n", limit);
     if (left) pd_sup_stop_all(s);
     for (int i = 0; i < s->n; i++) {
         member *m = &s->m[i];

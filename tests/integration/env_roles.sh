@@ -99,8 +99,9 @@ fi
 # gives one command line to all: trainer 0 loads it, the pservers take none
 # (under the rendezvous trainer 0 may be either trainer process)
 cp -r out_fluid/pass-00002 init_from
-extra=(--init_model=init_from)
 for scheme in fluid kubeflow; do
+    extra=(--init_model=init_from)
+    [ $scheme = fluid ] && extra=(--init_model init_from) # the form of two words too
     rm -rf out_$scheme
     if run_job $scheme && [ -s out_$scheme/pass-00002/fc_0.w_0.npy ] &&
        cat $scheme.tr*.log | grep -q 'trainer 0: parameters loaded from init_from (--init_model)'; then
