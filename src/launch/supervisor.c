@@ -709,6 +709,13 @@ void pd_sup_stop_all(pd_sup *s)
     }
 }
 
+/* What stopped the job, for a line about it: the signal, or -1 (the
+ * launcher went away). */
+static const char *why_stopped(int sig)
+{
+    return sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig);
+}
+
 /* A job that cannot finish: say why (sig: the signal, -1: the launcher went
  * away, 0: a failure already said), stop every member, say who ended how.
  * Returns the exit status. */
@@ -717,9 +724,7 @@ static void end_progress(pd_progress *board, int status);
 static int stop_job(pd_sup *s, int sig)
 {
     if (sig)
-        say("paddle: %s: stopping every role%s\n",
-                sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig),
-                s->nnodes ? " on every node" : "");
+        say("paddle: %s: stopping every role%s\n", why_stopped(sig), s->nnodes ? " on every node" : "");
     if (s->board) pd_progress_all(s->board, PD_ST_STOPPING, 0);
     pd_sup_stop_all(s);
     report(s);
@@ -761,8 +766,7 @@ static int restart_job(pd_sup *s, member *m)
     for (int k = 1; k < s->nrestarts && delay < BACKOFF_MAX; k++) delay *= 2;
     int sig = pump(s, pd_now() + PD_MIN(delay, BACKOFF_MAX), UNTIL_EVENT);
     if (sig) {
-        say("paddle: %s: not restarting the job\n",
-                sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig));
+        say("paddle: %s: not restarting the job\n", why_stopped(sig));
         if (sig > 0 && s->checkpoints && pd_sup_restart_resumes(s))
             say("paddle: the same command with --resume continues the job from its last complete checkpoint\n");
         return 130;
@@ -1098,8 +1102,7 @@ static int finish(pd_sup *s, const pd_recipe *r)
     if (left && sig) {
         char where[600] = ""; /* a node's launcher copies the model: it says where */
         if (!node) snprintf(where, sizeof where, "; the model is in %.500s/", r->save_dir);
-        say("paddle: %s after the trainers finished: the pservers were stopped%s\n",
-            sig < 0 ? "the launcher went away" : sig == SIGINT ? "interrupted (Ctrl+C)" : strsignal(sig), where);
+        say("paddle: %s after the trainers finished: the pservers were stopped%s\n", why_stopped(sig), where);
         if (status == 0) status = 130;
     }
     return status;
