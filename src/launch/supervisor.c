@@ -1089,6 +1089,10 @@ static int finish(pd_sup *s, const pd_recipe *r)
     int left = roles_running(s), status = 0;
     if (left && !sig) say("paddle: the pservers did not end %.0f s after the trainers finished: stopping them\n", limit);
     if (left) pd_sup_stop_all(s);
+    if (!sig && s->held_sig) { /* a Ctrl+C while they stopped: the job ends as interrupted */
+        sig = s->held_sig;
+        s->held_sig = 0;
+    }
     for (int i = 0; i < s->n; i++) {
         member *m = &s->m[i];
         if (m->role == PD_ROLE_PSERVER && !m->killed && !ended_well(m)) {
