@@ -15,9 +15,9 @@
  * step, over TCP (the figure against the raw stream), then over the
  * pserver's Unix socket, without and with shared memory (what roles on
  * one host use: docs/protocol.md). Each is the
- * best of 3 runs (rounds of `steps` steps for the pserver; the raw stream
- * 3 times before them and 3 after, the best of the 6). Prints them and
- * their ratios.
+ * best of 3 runs (rounds of `steps` steps for the pserver; each raw stream
+ * 4 times before them and 4 after, half of them with the pserver's socket
+ * buffers, the best of the 8). Prints them and their ratios.
  */
 #include "../src/core/log.h"
 #include "../src/core/pd.h"
@@ -40,10 +40,13 @@
 #include <unistd.h>
 
 /* One stream's rate (bytes/s): total bytes written from a buffer of span
- * bytes (1 MB at least), over and over, and read into another. */
-static double raw_loopback(size_t total, size_t span)
+ * bytes (1 MB at least), over and over, and read into another; tuned: with
+ * the socket buffers the pserver's connections ask for (pd_tcp_buffers),
+ * else the kernel's autotuning. */
+static double raw_loopback(size_t total, size_t span, int tuned)
 {
     int ls = socket(AF_INET, SOCK_STREAM, 0);
+    if (tuned) pd_tcp_buffers(ls); /* the accepted end inherits them */
     struct sockaddr_in sa = {.sin_family = AF_INET};
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
     socklen_t len = sizeof sa;
@@ -56,6 +59,7 @@ static double raw_loopback(size_t total, size_t span)
     memset(buf, 1, span);
     if (pid == 0) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (tuned) pd_tcp_buffers(fd);
         if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) _exit(1);
         for (size_t sent = 0, at = 0; sent < total;) {
             ssize_t n = write(fd, buf + at, PD_MIN(PD_MIN(chunk, total - sent), span - at));
@@ -82,12 +86,13 @@ static double raw_loopback(size_t total, size_t span)
     return got / secs;
 }
 
-/* The best of 3 runs of each stream, raised where it beat *same or
- * *cached: bytes of the model's size, then 1 MB in cache. */
+/* The best of 4 runs of each stream (2 with the pserver's socket buffers,
+ * 2 with the kernel's: neither was faster in 9 pairs here), raised where
+ * it beat *same or *cached: bytes of the model's size, then 1 MB in cache. */
 static void best_streams(size_t bytes, double *same, double *cached)
 {
-    for (int i = 0; i < 3; i++) *same = PD_MAX(*same, raw_loopback(bytes * 10, bytes));
-    for (int i = 0; i < 3; i++) *cached = PD_MAX(*cached, raw_loopback(bytes * 10, 0));
+    for (int i = 0; i < 4; i++) *same = PD_MAX(*same, raw_loopback(bytes * 10, bytes, i & 1));
+    for (int i = 0; i < 4; i++) *cached = PD_MAX(*cached, raw_loopback(bytes * 10, 0, i & 1));
 }
 
 /* Push+pull rate (bytes/s) of one trainer and one pserver of this host,
@@ -167,8 +172,8 @@ int main(int argc, char **argv)
     pd_log_quiet(1);
 
     /* the best runs: a shared machine only ever makes a run slower. The
-     * raw streams are short (a tenth of a second a run): 3 runs before the
-     * pserver's and 3 after, so that one slow moment cannot make the
+     * raw streams are short (a tenth of a second a run): 4 runs before the
+     * pserver's and 4 after, so that one slow moment cannot make the
      * baseline */
     double raw = 0, cached = 0;
     best_streams((size_t)4 * floats, &raw, &cached);
