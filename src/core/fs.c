@@ -123,6 +123,12 @@ char *pd_self_exe(void)
  * files each was to replace, for it to name (a handler may run on any
  * thread: stored with release, read with acquire) */
 static char *partial[8], *target[8];
+/* set by the handler before it reads them: from then on pd_out_close does
+ * not free the names it untracked (the handler may have just read them,
+ * and the process is ending). Sequentially consistent, with the stores
+ * that untrack: either the handler sees a name untracked, or the closer
+ * sees the handler began. */
+static int out_dying;
 
 /* Track tmp (for path), or stop tracking it (path NULL). */
 static void track(char *tmp, char *path)
@@ -134,8 +140,8 @@ static void track(char *tmp, char *path)
             return;
         }
         if (!path && __atomic_load_n(&partial[i], __ATOMIC_ACQUIRE) == tmp) {
-            __atomic_store_n(&partial[i], NULL, __ATOMIC_RELEASE);
-            __atomic_store_n(&target[i], NULL, __ATOMIC_RELEASE);
+            __atomic_store_n(&partial[i], NULL, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&target[i], NULL, __ATOMIC_SEQ_CST);
             return;
         }
     }
@@ -151,9 +157,10 @@ static void say_raw(const char *s)
 static void on_out_signal(int sig)
 {
     char *gone[PD_COUNT(partial)] = {0};
+    __atomic_store_n(&out_dying, 1, __ATOMIC_SEQ_CST);
     for (size_t i = 0; i < PD_COUNT(partial); i++) {
-        char *tmp = __atomic_load_n(&partial[i], __ATOMIC_ACQUIRE);
-        char *path = __atomic_load_n(&target[i], __ATOMIC_ACQUIRE);
+        char *tmp = __atomic_load_n(&partial[i], __ATOMIC_SEQ_CST);
+        char *path = __atomic_load_n(&target[i], __ATOMIC_SEQ_CST);
         if (tmp && unlink(tmp) == 0) gone[i] = path; /* else renamed into place just now */
     }
     signal(SIGPIPE, SIG_IGN);
@@ -247,8 +254,10 @@ int pd_out_close(pd_out *o, int keep)
         track(o->tmp, NULL);
         if ((!keep || rc < 0) && !kept) unlink(o->tmp);
     }
-    free(o->tmp);
-    free(o->path);
+    if (!__atomic_load_n(&out_dying, __ATOMIC_SEQ_CST)) {
+        free(o->tmp);
+        free(o->path);
+    }
     o->f = NULL;
     o->tmp = o->path = NULL;
     return rc;
