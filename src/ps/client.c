@@ -115,6 +115,18 @@ static int closed_why(pd_client *c, int i, int rc)
     return pd_err_set(rc, "%s", was);
 }
 
+/* pd_conn_queue on connection k of c. A frame it fails to send (the
+ * pserver closed the connection) is named by its pserver, with the reason
+ * the pserver sent before it closed where it sent one. */
+static int queue(pd_client *c, pd_conn *k, int type, uint32_t a, uint32_t b, const void *p1, size_t n1,
+                 const void *p2, size_t n2)
+{
+    int rc = pd_conn_queue(k, type, a, b, p1, n1, p2, n2);
+    if (rc >= 0) return rc;
+    int i = (int)(k - c->conns);
+    return closed_why(c, i, pd_err_wrap(rc, "pserver %d", i / c->nper));
+}
+
 static int handshake(pd_client *c, pd_conn *k, int server, const uint8_t *secret, const uint8_t *job)
 {
     uint8_t hello[PD_JOB_ID + 32 + PD_NONCE], cn[PD_NONCE];
@@ -357,8 +369,8 @@ static int feed_one(pd_client *c, int k)
     const pd_lblock *b = &c->lay->blocks[k];
     pd_param *p = &net->params[c->net_param[b->param]];
     const float *g = host_view(c, net, p->g, b->off, (size_t)b->len);
-    int rc = pd_conn_queue(dense_conn(c, k), PD_MSG_PUSH_BLOCK, (uint32_t)k, 0, g, (size_t)b->len * 4, NULL, 0);
-    if (rc < 0) return pd_err_wrap(rc, "pserver %d", pd_block_owner(c->lay, k));
+    int rc = queue(c, dense_conn(c, k), PD_MSG_PUSH_BLOCK, (uint32_t)k, 0, g, (size_t)b->len * 4, NULL, 0);
+    if (rc < 0) return rc;
     c->fed[k] = 1;
     return 0;
 }
@@ -782,7 +794,7 @@ static int fill_keys(void *vc, pd_net *net, pd_param *p)
     int pending = 0, rc = 0;
     for (int s = 0; s < c->np && rc == 0; s++) {
         if (k.n[s] == 0) continue;
-        rc = pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PULL_KEYS, (uint32_t)t, (uint32_t)k.n[s], keys[s],
+        rc = queue(c, sparse_conn(c, s, t), PD_MSG_PULL_KEYS, (uint32_t)t, (uint32_t)k.n[s], keys[s],
                            (size_t)k.n[s] * 8, NULL, 0);
         pending++;
     }
@@ -815,8 +827,8 @@ static int push_keys(pd_client *c, pd_net *net, int t, pd_param *p, int *pending
             pd_copy_row(vals + (size_t)n * p->cols, touched_row(net, p, g, i), (size_t)p->cols * sizeof(float));
             n++;
         }
-        rc = pd_conn_queue(sparse_conn(c, s, t), PD_MSG_PUSH_KEYS, (uint32_t)t, (uint32_t)n, keys, (size_t)n * 8,
-                           vals, (size_t)n * p->cols * sizeof(float));
+        rc = queue(c, sparse_conn(c, s, t), PD_MSG_PUSH_KEYS, (uint32_t)t, (uint32_t)n, keys, (size_t)n * 8, vals,
+                   (size_t)n * p->cols * sizeof(float));
         (*pending)++;
     }
     free(keys);
@@ -1007,8 +1019,8 @@ static int queue_row_chunks(pd_client *c, pd_net *net, int only, int *pending)
             while (c->nsent[slot] < c->nasked[slot]) {
                 size_t cnt = PD_MIN((size_t)(c->nasked[slot] - c->nsent[slot]), per);
                 if (*used > 0 && *used + cnt * row_bytes > limit) break;
-                int rc = pd_conn_queue(k, PD_MSG_PULL_ROWS, (uint32_t)t, (uint32_t)cnt,
-                                       c->asked[slot] + c->nsent[slot], cnt * 4, NULL, 0);
+                int rc = queue(c, k, PD_MSG_PULL_ROWS, (uint32_t)t, (uint32_t)cnt, c->asked[slot] + c->nsent[slot],
+                               cnt * 4, NULL, 0);
                 if (rc < 0) return rc;
                 *used += cnt * row_bytes;
                 c->nsent[slot] += (int)cnt;
