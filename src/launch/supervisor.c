@@ -1065,8 +1065,9 @@ static int roles_running(const pd_sup *s)
 /* The trainers finished: the pservers exit by themselves once every trainer
  * said FINISH. Where every trainer of the job ran here, they did, and the
  * pservers get DONE_WAIT. A node's agent whose pservers serve trainers
- * elsewhere too (trainer 0 alone tests and saves after the last pass) waits
- * for them up to server_timeout + heartbeat_timeout more, saying so after
+ * elsewhere too (they end the last pass together, and trainer 0 says FINISH
+ * once it has the final model, before its test and save) waits for them up
+ * to server_timeout + heartbeat_timeout more, saying so after
  * DONE_WAIT: a hung pserver, or a trainer elsewhere hung but connected,
  * would keep it for ever. A signal, or the launcher going, stops them at
  * once. Returns the exit status. */

@@ -320,6 +320,7 @@ static int end_pass(pd_driver *d, pass_state *s, pd_keep *keep)
     if (ops->pass_end && (rc = ops->pass_end(d->ctx, d->net, s->pass)) < 0) return rc;
     double secs = pd_now() - s->t0;
     if (d->save && ops->sync_model && (rc = ops->sync_model(d->ctx, d->net)) < 0) return rc;
+    if (ops->release && s->pass + 1 >= d->r->passes) ops->release(d->ctx);
     if (s->skip > 0 && s->batch > s->skip)
         PD_INFO("pass %d was resumed after its batch %d: the train cost below is of batches %d to %d, trained since "
                 "the restart", s->pass, s->skip, s->skip + 1, s->batch);

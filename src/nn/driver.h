@@ -34,6 +34,9 @@ typedef struct pd_step_ops {
     int (*pass_end)(void *ctx, pd_net *net, int pass);
     /* after the pass line (and the model's save when d->save) */
     int (*pass_done)(void *ctx, pd_net *net, int pass);
+    /* the last pass ended and net holds the final model (sync_model): what
+     * this trainer needs of others is over, before the last test and save */
+    void (*release)(void *ctx);
     /* early stopping in a distributed job: the trainer that evaluates (save)
      * says whether to stop after `pass` (want); every trainer learns the
      * decision in *stop */

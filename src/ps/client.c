@@ -795,7 +795,7 @@ static int fill_keys(void *vc, pd_net *net, pd_param *p)
     for (int s = 0; s < c->np && rc == 0; s++) {
         if (k.n[s] == 0) continue;
         rc = queue(c, sparse_conn(c, s, t), PD_MSG_PULL_KEYS, (uint32_t)t, (uint32_t)k.n[s], keys[s],
-                           (size_t)k.n[s] * 8, NULL, 0);
+                   (size_t)k.n[s] * 8, NULL, 0);
         pending++;
     }
     if (rc == 0) rc = exchange(c, net, &pending, on_key_rows, &k);
@@ -1641,6 +1641,8 @@ static int finish_answer(pd_client *c, int s, double deadline)
 
 void pd_client_finish(pd_client *c)
 {
+    if (c->finished) return;
+    c->finished = 1;
     if (drain(c) < 0) PD_WARN("the last step's replies: %s", pd_err_msg());
     /* FINISH to every pserver first (one that does not take it keeps it
      * from none of the others), then each one's answer: it counted this

@@ -84,6 +84,7 @@ typedef struct pd_client {
     long resume_step;       /* after init: the checkpoint the pservers resumed from, or -1 */
     const char *ckpt_dir;   /* settings.checkpoint_dir (set before init), or NULL */
     int resume_pass, resume_batch; /* and this trainer's position in it */
+    int finished;           /* pd_client_finish was called: no more exchanges */
 } pd_client;
 
 /* Parse "host:port,host:port" (or "host" with default_port). */
@@ -178,6 +179,8 @@ void pd_client_commit(pd_client *c, long step);
 int pd_client_heartbeat(pd_client *c);
 /* Pull every dense block and every row of every table into net. */
 int pd_client_fetch_all(pd_client *c, pd_net *net);
+/* FINISH to every pserver, and their answers: a pserver ends once every
+ * trainer has finished. Once only: a later call does nothing. */
 void pd_client_finish(pd_client *c);
 void pd_client_free(pd_client *c);
 

@@ -85,6 +85,19 @@ static int ps_pass_end(void *ctx, pd_net *net, int pass)
     return checkpoint(s, total, pass + 1, 0);
 }
 
+/* After the last pass's fetch of the model: FINISH to the pservers now,
+ * so that they end while trainer 0 tests and saves, whatever time that
+ * takes; but a growing table's rows live on the pservers only, and trainer
+ * 0's test and save read them there */
+static void ps_release(void *ctx)
+{
+    ps_step *s = ctx;
+    const pd_net *net = s->d->net;
+    for (int i = 0; s->d->save && i < net->nparams; i++)
+        if (net->params[i].hash) return;
+    pd_client_finish(s->cl);
+}
+
 static int ps_decide(void *ctx, int pass, int want, int *stop)
 {
     return pd_client_decide(((ps_step *)ctx)->cl, pass, want, stop);
@@ -96,6 +109,7 @@ static const pd_step_ops ps_ops = {
     .sync_model = ps_fetch,
     .pass_end = ps_pass_end,
     .decide = ps_decide,
+    .release = ps_release,
 };
 
 /* After init: where the pservers' checkpoint puts this trainer. */

@@ -178,3 +178,28 @@ if grep -q 'Server listening on' log/paddle_pserver.INFO && grep -q '^\[trainer 
 else
     fail logs "log files lack the expected lines"
 fi
+
+# the pservers end once the last pass's model is fetched: trainer 0's test
+# and save after it need them no more, so a long test keeps no pserver (nor
+# another node's agent, whose wait for them is bounded) waiting
+name=pservers_end_before_the_last_test
+sed 's/data { train = "train.csv", format = "csv" }/data { train = "train.csv", test = "train.csv", format = "csv" }/' \
+    sgd.lua >sgd_test.lua
+run_capture "$PADDLE" run sgd_test.lua --batch_size=10 --trainers=2 --pservers=2 --save_dir=end_out
+# "[role N] I1128 23:55:22.909366 ..." -> seconds of the day
+stamp() {
+    grep -m 1 "$1" <<<"$out" | grep -o ' [0-9][0-9]:[0-9][0-9]:[0-9][0-9]\.[0-9]* ' |
+        awk -F: '{ printf "%.6f\n", $1 * 3600 + $2 * 60 + $3 }'
+}
+saved=$(stamp 'model saved to end_out/pass-00001')
+ended0=$(stamp 'pserver 0 exits') ended1=$(stamp 'pserver 1 exits')
+if [ $rc -ne 0 ] || [ -z "$saved" ] || [ -z "$ended0" ] || [ -z "$ended1" ]; then
+    fail $name "rc $rc; lines: $(grep -E 'exits|model saved' <<<"$out" | head -n 4)"
+elif ! grep -q 'pass 1 done.*test cost' <<<"$out"; then
+    fail $name "no test cost after the last pass: $(grep 'pass 1 done' <<<"$out")"
+elif awk -v s="$saved" -v a="$ended0" -v b="$ended1" \
+        'BEGIN { if (s < a - 43200) s += 86400; exit !(a <= s && b <= s) }'; then
+    pass $name
+else
+    fail $name "a pserver ended after the last model was saved: $(grep -E 'exits|model saved to end_out/pass-00001' <<<"$out")"
+fi
