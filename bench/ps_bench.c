@@ -5,9 +5,10 @@
  *     build/musl/ps_bench [floats [steps]]   (default 10M floats: 40 MB each way; 10 steps)
  *
  * Raw: one process streams bytes to another over 127.0.0.1 (one TCP stream),
- * twice: out of a buffer of the model's size into another (the same bytes
- * as the pserver's: every byte read from memory and written to memory once;
- * the baseline of the target), and out of a 1 MB buffer into another (its
+ * twice: out of a buffer of the model's size into another (as many bytes
+ * as a step pushes, each read from memory and written to memory once, but
+ * one way, where a step also pulls as many back and counts both; the
+ * baseline of the target), and out of a 1 MB buffer into another (its
  * bytes in cache: the kernel's TCP alone, a faster stream than any model's
  * bytes can take; the baseline first used, still printed).
  * Pserver: one trainer pushes a gradient of N floats and pulls the new
@@ -46,21 +47,33 @@
 static double raw_loopback(size_t total, size_t span, int tuned)
 {
     int ls = socket(AF_INET, SOCK_STREAM, 0);
+    if (ls < 0) return 0;
     if (tuned) pd_tcp_buffers(ls); /* the accepted end inherits them */
     struct sockaddr_in sa = {.sin_family = AF_INET};
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
     socklen_t len = sizeof sa;
-    if (bind(ls, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(ls, 1) < 0) return 0;
+    if (bind(ls, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(ls, 1) < 0) {
+        close(ls);
+        return 0;
+    }
     getsockname(ls, (struct sockaddr *)&sa, &len);
     size_t chunk = 1 << 20;
     if (span < chunk) span = chunk;
-    pid_t pid = fork();
-    char *buf = malloc(span); /* each side's own, touched before the clock starts */
+    char *buf = malloc(span); /* each side's own (copied at the fork), touched before the clock starts */
+    pid_t pid = buf ? fork() : -1;
+    if (pid < 0) {
+        free(buf);
+        close(ls);
+        return 0;
+    }
     memset(buf, 1, span);
     if (pid == 0) {
+        /* a byte from the receiver starts the stream: nothing is sent
+         * into the socket buffers before its clock starts */
+        char go;
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (tuned) pd_tcp_buffers(fd);
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) _exit(1);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || read(fd, &go, 1) != 1) _exit(1);
         for (size_t sent = 0, at = 0; sent < total;) {
             ssize_t n = write(fd, buf + at, PD_MIN(PD_MIN(chunk, total - sent), span - at));
             if (n <= 0) _exit(1);
@@ -69,21 +82,22 @@ static double raw_loopback(size_t total, size_t span, int tuned)
         }
         _exit(0);
     }
-    int fd = accept(ls, NULL, NULL);
+    int fd = accept(ls, NULL, NULL), status = 0;
     double t0 = pd_now();
     size_t got = 0, at = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + at, PD_MIN(chunk, span - at));
-        if (n <= 0) break;
-        got += (size_t)n;
-        at = (at + (size_t)n) % span;
-    }
+    if (fd >= 0 && write(fd, "g", 1) == 1)
+        for (ssize_t n; got < total && (n = read(fd, buf + at, PD_MIN(chunk, span - at))) > 0;) {
+            got += (size_t)n;
+            at = (at + (size_t)n) % span;
+        }
     double secs = pd_now() - t0;
-    waitpid(pid, NULL, 0);
-    close(fd);
+    if (got != total) kill(pid, SIGKILL); /* it may wait to start, or to write */
+    waitpid(pid, &status, 0);
+    if (fd >= 0) close(fd);
     close(ls);
     free(buf);
-    return got / secs;
+    /* a stream cut short (or its sender failing) is not a rate */
+    return got == total && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? got / secs : 0;
 }
 
 /* The best of 4 runs of each stream (2 with the pserver's socket buffers,
@@ -185,6 +199,10 @@ int main(int argc, char **argv)
     double shm = pserver_rate(&r, 1, 1, steps, &shm_step);
     if (tcp <= 0 || local <= 0 || shm <= 0) return 1;
     best_streams((size_t)4 * floats, &raw, &cached);
+    if (raw <= 0 || cached <= 0) {
+        fprintf(stderr, "ps_bench: every loopback stream failed: no baseline\n");
+        return 1;
+    }
     printf("loopback TCP, one stream of the same bytes (%ld MB buffers): %.0f MB/s\n", 4 * floats / 1000000, raw / 1e6);
     printf("loopback TCP, one stream of bytes in cache (1 MB buffers):  %.0f MB/s\n", cached / 1e6);
     printf("pserver push+pull of %ld floats (both ways counted): %.0f MB/s (%.1f ms per step)\n", floats, tcp / 1e6,
