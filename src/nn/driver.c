@@ -63,6 +63,7 @@ long pd_evaluate(pd_net *net, pd_reader *rd, double *cost, double *metrics)
         }
         n += b->n;
         pd_reader_release(rd, b);
+        if (net->tick && (rc = net->tick(net->tick_ctx)) < 0) break;
     }
     for (int i = 0; i < r->nmetrics && metrics && rc >= 0; i++)
         metrics[i] = is_auc(r, i) ? pd_auc_value(&auc[i]) : n ? msum[i] / n : NAN;

@@ -141,6 +141,12 @@ struct pd_net {
      * forward with that error. NULL: none. */
     int (*values_wanted)(void *ctx, pd_net *net, pd_param *p);
     void *values_ctx;
+    /* Called by pd_evaluate after each batch: a trainer's test set may take
+     * longer than heartbeat_timeout, and its pservers (the other trainers
+     * waiting on it) must hear it lives meanwhile. < 0 ends the evaluation
+     * with that error. NULL: none. */
+    int (*tick)(void *ctx);
+    void *tick_ctx;
     /* Local training with plain SGD: the product that computes a dense
      * parameter's gradient may add -lr times it straight into w instead
      * (pd_param_sgd_in_place), w scaled by 1 - lr * weight_decay. */

@@ -328,25 +328,35 @@ static int heartbeat_due(pd_client *c)
     return 0;
 }
 
-/* While we wait: a pserver that sent nothing (not even a HEARTBEAT) for
- * heartbeat_timeout is dead or hung. */
-static int silent_pserver(pd_client *c)
+/* While we wait (since `since`): a pserver that sent nothing (not even a
+ * HEARTBEAT) for heartbeat_timeout is dead or hung. Silence from before
+ * the wait says nothing: what came then (a long test, a stopped process)
+ * is still unread in the socket. */
+static int silent_pserver(pd_client *c, double since)
 {
     double now = pd_now();
-    for (int s = 0; s < c->np; s++)
-        if (now - c->heard[s] > c->hb_timeout)
+    for (int s = 0; s < c->np; s++) {
+        double quiet = now - PD_MAX(c->heard[s], since);
+        if (quiet > c->hb_timeout)
             return pd_err_set(PD_ETIMEDOUT, "pserver %d (%s:%d) sent nothing for %.0f s (heartbeat_timeout %.0f s): "
-                              "dead or hung", s, c->eps[s].host, c->eps[s].port, now - c->heard[s], c->hb_timeout);
+                              "dead or hung", s, c->eps[s].host, c->eps[s].port, quiet, c->hb_timeout);
+    }
     return 0;
 }
 
 int pd_client_heartbeat(pd_client *c)
 {
+    if (c->finished) return 0; /* the pservers may have ended */
     int rc = heartbeat_due(c);
-    for (int i = 0; rc == 0 && i < c->np * c->nper; i++)
+    for (int i = 0; rc == 0 && i < c->np * c->nper; i++) {
         if (c->conns[i].out_len > c->conns[i].out_off && (rc = pd_conn_flush(&c->conns[i])) > 0) rc = 0;
+        if (rc < 0) pd_err_wrap(rc, "pserver %d (%s:%d)", i / c->nper, c->eps[i / c->nper].host, c->eps[i / c->nper].port);
+    }
     return rc < 0 ? pd_err_wrap(rc, "heartbeat") : 0;
 }
+
+/* The net's tick (a batch of a test): a HEARTBEAT when one is due. */
+static int tick(void *ctx) { return pd_client_heartbeat(ctx); }
 
 static int on_step_reply(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
 static int on_rows(pd_client *c, pd_net *net, int server, pd_frame *f, void *vctx);
@@ -410,7 +420,7 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
     struct pollfd *pfd = c->pfd;
     int rc = 0;
     double deadline = pd_now() + c->timeout;
-    double last_note = pd_now();
+    double last_note = pd_now(), since = last_note;
     if (c->prefetch > 0 && fn != on_rows && (rc = settle_prefetch(c)) < 0) return rc;
     c->recv_net = net;
     for (;;) {
@@ -436,7 +446,7 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
             }
         }
         if ((*pending == 0 || (c->until && *c->until)) && !want_out) break;
-        if ((rc = heartbeat_due(c)) < 0 || (rc = silent_pserver(c)) < 0) goto out;
+        if ((rc = heartbeat_due(c)) < 0 || (rc = silent_pserver(c, since)) < 0) goto out;
         for (int i = 0; i < n; i++) {
             pfd[i].fd = c->conns[i].fd;
             pfd[i].events = POLLIN | (c->conns[i].out_len > c->conns[i].out_off ? POLLOUT : 0);
@@ -933,6 +943,8 @@ int pd_client_init(pd_client *c, pd_net *net)
     if (rc < 0) return rc;
     net->fill_rows = fill_keys;
     net->fill_ctx = c;
+    net->tick = tick;
+    net->tick_ctx = c;
     return pull_dense(c, net);
 }
 

@@ -175,7 +175,8 @@ int pd_client_save(pd_client *c, long step, int pass, int batch, int *writer);
  * which marks the checkpoint complete on its own host too (a checkpoint_dir
  * on each host's own disk); no answer. */
 void pd_client_commit(pd_client *c, long step);
-/* HEARTBEAT to every pserver when one is due (between steps). */
+/* HEARTBEAT to every pserver when one is due (during a test: the net's
+ * tick); nothing once finished. */
 int pd_client_heartbeat(pd_client *c);
 /* Pull every dense block and every row of every table into net. */
 int pd_client_fetch_all(pd_client *c, pd_net *net);

@@ -181,7 +181,7 @@ fi
 
 # the pservers end once the last pass's model is fetched: trainer 0's test
 # and save after it need them no more, so a long test keeps no pserver (nor
-# another node's agent, whose wait for them is bounded) waiting
+# another node's agent) waiting
 name=pservers_end_before_the_last_test
 sed 's/data { train = "train.csv", format = "csv" }/data { train = "train.csv", test = "train.csv", format = "csv" }/' \
     sgd.lua >sgd_test.lua
@@ -202,4 +202,27 @@ elif awk -v s="$saved" -v a="$ended0" -v b="$ended1" \
     pass $name
 else
     fail $name "a pserver ended after the last model was saved: $(grep -E 'exits|model saved to end_out/pass-00001' <<<"$out")"
+fi
+
+# trainer 0 tests after every pass while trainer 1 goes on and waits for it
+# at the next step: a test longer than heartbeat_timeout (here 1 s: 40000
+# synthetic samples of a 512-2048-2048-1 model, seconds) is no hang, the
+# trainer heartbeats between its test batches
+name=test_longer_than_heartbeat_timeout
+cat >longtest.lua <<'R'
+job { pservers = 2, trainers = 2 }
+data { train = "synthetic", test = "synthetic", format = "synthetic", samples = 40000 }
+model = function(nn)
+  local x = nn.fc(nn.fc(nn.data("x", 512), 2048, { act = "relu" }), 2048, { act = "relu" })
+  return nn.square_error_cost(nn.fc(x, 1), nn.data("y", 1))
+end
+optimizer = nn.sgd { learning_rate = 0.001 }
+settings { batch_size = 256, passes = 2, max_batches = 2, threads = 1, log_period = 1000, heartbeat_timeout = 1 }
+R
+run_capture "$PADDLE" run longtest.lua --save_dir=longtest_out
+took=$(grep -c 'trainer 0\] .*pass [01] done:.*test cost' <<<"$out")
+if [ $rc -eq 0 ] && [ "$took" = 2 ] && ! grep -q 'sent nothing for' <<<"$out"; then
+    pass $name
+else
+    fail $name "rc $rc, $took test lines: $(grep -v 'batch [0-9]*,' <<<"$out" | tail -n 4)"
 fi
