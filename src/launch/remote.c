@@ -580,17 +580,22 @@ static void fetch_model(node *n, deploy *d, const char *dir)
     int rc = pd_ssh_download(n->ssh, remote, local);
     FILE *f = rc == 0 ? fopen(local, "r") : NULL;
     char line[1024];
+    /* each parameter's file, and a growing table's keys beside its rows */
+    static const char *const fields[] = {"\"file\": \"", "\"keys\": \""};
     while (f && fgets(line, sizeof line, f)) {
-        char *p = strstr(line, "\"file\": \"");
-        if (!p) continue;
-        p += 9;
-        char *e = strchr(p, '"');
-        if (!e || e - p > 400 || memchr(p, '/', (size_t)(e - p))) continue;
-        *e = '\0';
-        char *rf = pd_xasprintf("%s/%s/%s", n->job, dir, p), *lf = pd_xasprintf("%s/%s", local_dir, p);
-        if (pd_ssh_download(n->ssh, rf, lf) < 0) rc = -1;
-        free(rf);
-        free(lf);
+        for (int k = 0; k < 2; k++) {
+            char *p = strstr(line, fields[k]);
+            if (!p) continue;
+            p += strlen(fields[k]);
+            char *e = strchr(p, '"');
+            if (!e || e - p > 400 || memchr(p, '/', (size_t)(e - p))) continue;
+            char name[401];
+            snprintf(name, sizeof name, "%.*s", (int)(e - p), p);
+            char *rf = pd_xasprintf("%s/%s/%s", n->job, dir, name), *lf = pd_xasprintf("%s/%s", local_dir, name);
+            if (pd_ssh_download(n->ssh, rf, lf) < 0) rc = -1;
+            free(rf);
+            free(lf);
+        }
     }
     if (f) fclose(f);
     if (rc == 0) {
@@ -806,7 +811,10 @@ static int deploy_all(deploy *d, node *nodes, int nn, pd_sup *sup, double t0)
         if (n->err && !sig) fprintf(stderr, "paddle: %s\n", n->err);
         bad |= n->err != NULL;
         if (!n->chan) continue;
-        int m = pd_sup_add_node(sup, n->h->host, n->ssh, n->chan, take_line, n);
+        int trainers = 0;
+        for (int k = 0; k < d->plan->nroles; k++)
+            trainers += d->plan->roles[k].kind == PD_ROLE_TRAINER && d->plan->roles[k].host == n->index;
+        int m = pd_sup_add_node(sup, n->h->host, n->ssh, n->chan, trainers, take_line, n);
         n->chan = NULL;
         if (n->first) pd_sup_feed(sup, m, n->first, n->first_len);
         copied += n->copied_binary;

@@ -79,6 +79,8 @@ typedef struct member {
     char *lost;             /* the connection broke: why */
     char *exit_signal;
     char *cause;            /* what its agent said failed ("trainer 1\twas killed ...") */
+    int trainers;           /* how many trainers its agent runs */
+    int trainers_done;      /* its agent said they finished */
     double last_heard;      /* when it last wrote anything */
     pd_node_line_fn on_line;
     void *ctx;
@@ -96,6 +98,9 @@ struct pd_sup {
     int sig_pipe[2];
     int held_sig;           /* one that came while pump() waited for every member to end */
     int upstream_fd;        /* the agent's channel to the launcher, or -1 */
+    pd_lines upstream;      /* node agent: what the launcher wrote, by lines */
+    int others_done;        /* node agent: the launcher said every trainer of the job finished */
+    int told_done;          /* launcher: it said so to the nodes */
     int log_server, log_train;
     int restarts, nrestarts;  /* restarts allowed (job.restarts), done */
     int checkpoints;          /* a restart goes on from the last checkpoint (else from the start) */
@@ -224,7 +229,7 @@ void pd_sup_clear(pd_sup *s)
         free(m->exit_signal);
         free(m->cause);
     }
-    s->n = s->nnodes = s->nrequired = s->nrequired_ok = 0;
+    s->n = s->nnodes = s->nrequired = s->nrequired_ok = s->told_done = 0;
 }
 
 void pd_sup_free(pd_sup *s)
@@ -308,13 +313,36 @@ static int node_progress(pd_sup *s, member *m, const char *line)
     return 1;
 }
 
-/* A node agent's line: its heartbeat and its report of the role that failed
- * (CTL lines on stdout) are the launcher's; the rest goes to on_line. */
+/* The launcher: once every node's agent said its trainers finished, each
+ * node still running hears so on its channel (its agent waits for that
+ * before it stops its pservers on a bound: see finish()). */
+static void tell_trainers_done(pd_sup *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->m[i].kind == M_NODE && s->m[i].trainers > 0 && !s->m[i].trainers_done) return;
+    if (s->told_done) return;
+    s->told_done = 1;
+    for (int i = 0; i < s->n; i++) {
+        member *m = &s->m[i];
+        /* a node that cannot hear it fails on its channel: that is said there */
+        if (m->kind == M_NODE && m->chan && !m->lost && !m->killed)
+            (void)pd_ssh_write_all(m->chan, CTL "trainers-finished\n", strlen(CTL "trainers-finished\n"));
+    }
+}
+
+/* A node agent's line: its heartbeat, its report of the role that failed
+ * and of its trainers' end (CTL lines on stdout) are the launcher's; the
+ * rest goes to on_line. */
 static void node_line(void *ctx, char *line)
 {
     line_ctx *c = ctx;
     if (!c->is_err && !strncmp(line, CTL, strlen(CTL))) {
         const char *what = line + strlen(CTL);
+        if (!strcmp(what, "trainers-finished")) {
+            c->m->trainers_done = 1;
+            tell_trainers_done(c->s);
+            return;
+        }
         if (!strncmp(what, "failed ", 7) && !c->m->cause) c->m->cause = pd_xstrdup(what + 7);
         const char *tab = strchr(what, '\t');
         if (!strncmp(what, "failed ", 7) && tab && c->s->board && tab - what < 48) {
@@ -384,11 +412,13 @@ void pd_sup_feed(pd_sup *s, int i, const char *buf, size_t n)
     pd_lines_feed(&s->m[i].out, buf, n, node_line, &c);
 }
 
-int pd_sup_add_node(pd_sup *s, const char *host, pd_ssh *ssh, pd_ssh_chan *chan, pd_node_line_fn fn, void *ctx)
+int pd_sup_add_node(pd_sup *s, const char *host, pd_ssh *ssh, pd_ssh_chan *chan, int trainers, pd_node_line_fn fn,
+                    void *ctx)
 {
     member *m = add_member(s, M_NODE, host);
     m->ssh = ssh;
     m->chan = chan;
+    m->trainers = trainers;
     m->on_line = fn;
     m->ctx = ctx;
     m->last_heard = pd_now();
@@ -546,6 +576,12 @@ static void report(const pd_sup *s)
  * launcher went away (returned, not held) */
 enum { UNTIL_EVENT, UNTIL_ALL_ENDED, UNTIL_ENDED_OR_STOP };
 
+/* A node agent: a line from the launcher (any other is ignored). */
+static void upstream_line(void *ctx, char *line)
+{
+    if (!strcmp(line, CTL "trainers-finished")) ((pd_sup *)ctx)->others_done = 1;
+}
+
 /* Read the self-pipe and the upstream channel after poll(); returns the
  * signal that arrived, -1 when the launcher went away, or 0. */
 static int take_events(pd_sup *s, const struct pollfd *sp, const struct pollfd *up)
@@ -563,6 +599,8 @@ static int take_events(pd_sup *s, const struct pollfd *sp, const struct pollfd *
         if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
             s->upstream_fd = -1; /* the launcher went away */
             sig = -1;
+        } else if (k > 0) {
+            pd_lines_feed(&s->upstream, b, (size_t)k, upstream_line, s);
         }
     }
     return sig;
@@ -1064,27 +1102,38 @@ static int roles_running(const pd_sup *s)
 
 /* The trainers finished: the pservers exit by themselves once every trainer
  * said FINISH. Where every trainer of the job ran here, they did, and the
- * pservers get DONE_WAIT. A node's agent whose pservers serve trainers
- * elsewhere too (they end the last pass together, and trainer 0 says FINISH
- * once it has the final model, before its test and save) waits for them up
- * to server_timeout + heartbeat_timeout more, saying so after
- * DONE_WAIT: a hung pserver, or a trainer elsewhere hung but connected,
- * would keep it for ever. A signal, or the launcher going, stops them at
- * once. Returns the exit status. */
+ * pservers get DONE_WAIT. A node's agent says to its launcher that its
+ * trainers finished; where its pservers serve trainers elsewhere too, it
+ * keeps them, saying so after DONE_WAIT, until the launcher says every
+ * node's trainers finished (however long trainer 0's final test and save
+ * take: with a growing table they read rows from the pservers), then
+ * gives them DONE_WAIT + server_timeout + heartbeat_timeout more: a hung
+ * pserver would keep it for ever. A trainer elsewhere that fails ends the job from its
+ * own node. A signal, or the launcher going, stops them at once. Returns
+ * the exit status. */
 static int finish(pd_sup *s, const pd_recipe *r)
 {
     int node = s->upstream_fd >= 0, here = 0, sig = 0, said = 0;
     for (int i = 0; i < s->n; i++) here += is_trainer(&s->m[i]);
-    double t0 = pd_now(), limit = DONE_WAIT;
-    if (node && here < r->trainers) limit += r->server_timeout + r->heartbeat_timeout;
-    while (!sig && roles_running(s) && pd_now() < t0 + limit) {
-        if (!said && limit > DONE_WAIT && pd_now() >= t0 + DONE_WAIT) {
+    if (node && here > 0) {
+        printf(CTL "trainers-finished\n");
+        fflush(stdout);
+    }
+    int elsewhere = node && here < r->trainers;
+    double t0 = pd_now(), limit = DONE_WAIT + (elsewhere ? r->server_timeout + r->heartbeat_timeout : 0);
+    while (!sig && roles_running(s)) {
+        if (elsewhere && s->others_done) {
+            elsewhere = 0;
+            t0 = pd_now();
+            if (said) say("paddle: the trainers on every node finished\n");
+        }
+        if (!elsewhere && pd_now() >= t0 + limit) break;
+        if (elsewhere && !said && pd_now() >= t0 + DONE_WAIT) {
             say("paddle: this node's trainers finished %.0f s ago; its pservers still serve the trainers on other "
-                "nodes: waiting for them to finish (at most %.0f s more: settings.server_timeout + "
-                "heartbeat_timeout)\n", DONE_WAIT, limit - DONE_WAIT);
+                "nodes: waiting for them to finish\n", DONE_WAIT);
             said = 1;
         }
-        sig = pump(s, said ? t0 + limit : t0 + DONE_WAIT, UNTIL_ENDED_OR_STOP);
+        sig = pump(s, elsewhere ? pd_now() + POLL_PERIOD : t0 + limit, UNTIL_ENDED_OR_STOP);
     }
     reap(s);
     int left = roles_running(s), status = 0;

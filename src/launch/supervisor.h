@@ -59,9 +59,13 @@ typedef void (*pd_node_line_fn)(void *ctx, char *line, int is_err);
 /* A supervisor with no members. It takes SIGINT, SIGTERM, SIGHUP and SIGCHLD
  * (and ignores SIGPIPE) for as long as it lives. NULL on failure. */
 pd_sup *pd_sup_new(void);
-/* Add a node's agent on its exec channel; the supervisor owns the channel
- * (not the session). Returns the member's index. */
-int pd_sup_add_node(pd_sup *s, const char *host, pd_ssh *ssh, pd_ssh_chan *chan, pd_node_line_fn fn, void *ctx);
+/* Add a node's agent on its exec channel, running `trainers` trainers; the
+ * supervisor owns the channel (not the session). Once every node's agent
+ * said its trainers finished, each node still running hears so (a node's
+ * pservers serve the trainers elsewhere until then). Returns the member's
+ * index. */
+int pd_sup_add_node(pd_sup *s, const char *host, pd_ssh *ssh, pd_ssh_chan *chan, int trainers, pd_node_line_fn fn,
+                    void *ctx);
 /* Output of member m that arrived before it was added. */
 void pd_sup_feed(pd_sup *s, int m, const char *buf, size_t n);
 /* Run until every member ended well (0), one ended badly (1: the job is

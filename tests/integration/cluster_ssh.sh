@@ -122,6 +122,45 @@ else
 fi
 check no_leftovers_after_long_test no_leftovers
 
+# with a growing table, trainer 0's test and save read rows from the
+# pservers, so it says FINISH only after them; the other node's agent,
+# whose trainer 1 finished, keeps its pserver until the launcher says every
+# node's trainers finished, however long that takes. Trainer 0 is stopped
+# (SIGSTOP) for 16 s in its final test: longer than the bound an agent had
+# before (10 s + server_timeout 1 + heartbeat_timeout 2). The table's keys
+# come back with the model.
+sed -e 's|^data {.*|data { train = "synthetic", test = "synthetic", format = "synthetic", samples = 40000 }|' \
+    -e 's|nn.data("x", 13), nn.data("y", 1)|nn.fc(nn.fc(nn.concat { nn.embedding(nn.id("c"), 8, { param = "T" }), nn.data("x", 512) }, 2048, { act = "relu" }), 2048, { act = "relu" }), nn.data("y", 1)|' \
+    -e 's|^settings {.*|settings { batch_size = 256, passes = 1, max_batches = 2, threads = 1, log_period = 1000, server_timeout = 1, heartbeat_timeout = 2 }|' \
+    ws/job.lua >ws/growtest.lua
+rm -rf output
+"$PADDLE" run ws/growtest.lua >grow.out 2>&1 &
+launcher=$!
+stopped=""
+for _ in $(seq 1 300); do
+    if grep -q '^\[127.0.0.3 trainer 1\] .*trainer 1 finished' grow.out; then
+        for p in $(job_pids); do tr '\0' ' ' <"/proc/$p/cmdline" | grep -q -- '--trainer_id=0' && stopped=$p; done
+        [ -n "$stopped" ] && kill -STOP "$stopped"
+        break
+    fi
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.05
+done
+if [ -n "$stopped" ]; then sleep 16; kill -CONT "$stopped"; fi
+for _ in $(seq 1 600); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$launcher" 2>/dev/null && kill -9 "$launcher"
+wait "$launcher"; rc=$?
+tested=$(grep -c '127.0.0.2 trainer 0.*pass 0 done:.*test cost' grow.out)
+if [ -n "$stopped" ] && [ $rc -eq 0 ] && [ "$tested" = 1 ] && [ -s output/pass-00000/T.keys.npy ] &&
+   grep -q '^\[127.0.0.3\] paddle: this node.s trainers finished 10 s ago; its pservers still serve' grow.out &&
+   grep -q '^\[127.0.0.3 pserver 1\] .*trainer 0 finished (2 of 2)' grow.out &&
+   ! grep -q "did not end\|stopping them\|FINISH not sent" grow.out; then
+    pass growing_table_pserver_kept_for_trainer0
+else
+    fail growing_table_pserver_kept_for_trainer0 "stopped '$stopped', rc $rc: $(grep -v 'batch [0-9]*,' grow.out | tail -n 10)"
+fi
+check no_leftovers_after_growing_table no_leftovers
+
 # a long job in the background; waits until every role trains
 start_long() {
     "$PADDLE" run ws/job.lua --passes=1000000 >long.out 2>&1 &
