@@ -318,9 +318,9 @@ static int node_progress(pd_sup *s, member *m, const char *line)
  * before it stops its pservers on a bound: see finish()). */
 static void tell_trainers_done(pd_sup *s)
 {
+    if (s->told_done) return;
     for (int i = 0; i < s->n; i++)
         if (s->m[i].kind == M_NODE && s->m[i].trainers > 0 && !s->m[i].trainers_done) return;
-    if (s->told_done) return;
     s->told_done = 1;
     for (int i = 0; i < s->n; i++) {
         member *m = &s->m[i];
@@ -1108,9 +1108,9 @@ static int roles_running(const pd_sup *s)
  * node's trainers finished (however long trainer 0's final test and save
  * take: with a growing table they read rows from the pservers), then
  * gives them DONE_WAIT + server_timeout + heartbeat_timeout more: a hung
- * pserver would keep it for ever. A trainer elsewhere that fails ends the job from its
- * own node. A signal, or the launcher going, stops them at once. Returns
- * the exit status. */
+ * pserver would keep it for ever. A trainer elsewhere that fails ends the
+ * job from its own node. A signal, or the launcher going, stops them at
+ * once. Returns the exit status. */
 static int finish(pd_sup *s, const pd_recipe *r)
 {
     int node = s->upstream_fd >= 0, here = 0, sig = 0, said = 0;

@@ -348,9 +348,12 @@ int pd_client_heartbeat(pd_client *c)
 {
     if (c->finished) return 0; /* the pservers may have ended */
     int rc = heartbeat_due(c);
-    for (int i = 0; rc == 0 && i < c->np * c->nper; i++) {
+    int i = 0;
+    for (; rc == 0 && i < c->np * c->nper; i++)
         if (c->conns[i].out_len > c->conns[i].out_off && (rc = pd_conn_flush(&c->conns[i])) > 0) rc = 0;
-        if (rc < 0) pd_err_wrap(rc, "pserver %d (%s:%d)", i / c->nper, c->eps[i / c->nper].host, c->eps[i / c->nper].port);
+    if (rc < 0 && i > 0) { /* the flush of conns[i - 1] failed */
+        const pd_endpoint *e = &c->eps[(i - 1) / c->nper];
+        pd_err_wrap(rc, "pserver %d (%s:%d)", (i - 1) / c->nper, e->host, e->port);
     }
     return rc < 0 ? pd_err_wrap(rc, "heartbeat") : 0;
 }
