@@ -23,6 +23,8 @@
 #define MAX_COLUMNS 100000
 #define MAX_LINE PD_READER_MAX_LINE
 #define WAIT_TICK_NS 100000000L /* waits wake this often to look at the stop flag */
+#define WAIT_SAY_S 10               /* a wait for data this long is said, */
+#define WAIT_SAY_EVERY_S 60         /* and again this often */
 
 enum { FMT_UCI, FMT_CSV, FMT_LIBSVM, FMT_MOVIELENS, FMT_CRITEO, FMT_SYNTH };
 enum { ITEM_BATCH, ITEM_END, ITEM_ERROR };
@@ -78,6 +80,9 @@ struct pd_reader {
     int one_pass_read;  /* the thread read a whole pass: skipped is then a pass's */
     long pass_samples, cur_samples;
     int ended;          /* the thread has produced its last pass */
+    const char *reading; /* the file the thread reads now (NULL: none yet) */
+    int (*tick)(void *ctx); /* pd_reader_set_tick */
+    void *tick_ctx;
 
     /* thread side */
     pd_batch stage;     /* one sample being parsed */
@@ -799,6 +804,9 @@ static int run_pass(pd_reader *rd)
     } else {
         for (int k = 0; k < rd->nfiles; k++) {
             if (rd->split_files && k % rd->o.nshares != rd->o.share) continue;
+            pthread_mutex_lock(&rd->mu);
+            rd->reading = rd->files[k];
+            pthread_mutex_unlock(&rd->mu);
             if ((rd->format == FMT_CRITEO ? read_criteo_file(rd, rd->files[k])
                                           : read_table_file(rd, rd->files[k])) < 0)
                 return -1;
@@ -963,10 +971,39 @@ err:
     return rc;
 }
 
+/* Wait (mu held) for the thread's next item. The caller's tick runs at each
+ * wake-up (a trainer's heartbeat: a slow file is no hang), and a long wait
+ * is said, naming the file. */
+static int wait_item(pd_reader *rd)
+{
+    double t0 = pd_now(), say = WAIT_SAY_S;
+    while (rd->qlen == 0 && !rd->ended && !stopping(rd)) {
+        wait_tick(rd);
+        if (rd->qlen || rd->ended || stopping(rd)) break;
+        double waited = pd_now() - t0;
+        if (waited >= say) {
+            PD_INFO("waiting %.0f s for data from %s: the reader has not produced the next batch", waited,
+                    rd->reading ? rd->reading : rd->files ? rd->files[0] : "the data");
+            say += WAIT_SAY_EVERY_S;
+        }
+        if (rd->tick) {
+            pthread_mutex_unlock(&rd->mu);
+            int rc = rd->tick(rd->tick_ctx);
+            pthread_mutex_lock(&rd->mu);
+            if (rc < 0) return rc;
+        }
+    }
+    return 0;
+}
+
 int pd_reader_next(pd_reader *rd, pd_batch **b)
 {
     pthread_mutex_lock(&rd->mu);
-    while (rd->qlen == 0 && !rd->ended && !stopping(rd)) wait_tick(rd);
+    int rc = wait_item(rd);
+    if (rc < 0) {
+        pthread_mutex_unlock(&rd->mu);
+        return rc;
+    }
     if (stopping(rd)) {
         pthread_mutex_unlock(&rd->mu);
         return pd_err_set(PD_EINTR, "interrupted while waiting for data");
@@ -1081,6 +1118,15 @@ void pd_reader_close(pd_reader *rd)
     pthread_mutex_destroy(&rd->mu);
     pthread_cond_destroy(&rd->cv);
     free(rd);
+}
+
+void pd_reader_set_tick(pd_reader *rd, int (*tick)(void *ctx), void *ctx)
+{
+    if (!rd) return;
+    pthread_mutex_lock(&rd->mu);
+    rd->tick = tick;
+    rd->tick_ctx = ctx;
+    pthread_mutex_unlock(&rd->mu);
 }
 
 void pd_reader_set_stop(pd_reader *rd, volatile int *stop)

@@ -76,6 +76,10 @@ long pd_reader_pass_samples(const pd_reader *rd);
 /* Make pd_reader_next return PD_EINTR (within ~0.1 s, also while it waits
  * for the reader thread) once *stop is set: a signal handler's flag. */
 void pd_reader_set_stop(pd_reader *rd, volatile int *stop);
+/* Call tick(ctx) about every 0.1 s while pd_reader_next waits for the
+ * thread (a trainer's heartbeat to its pservers); its error ends the wait.
+ * A wait of 10 s is said (then every minute), naming the file being read. */
+void pd_reader_set_tick(pd_reader *rd, int (*tick)(void *ctx), void *ctx);
 /* Samples so far that lacked a slot opts.need allowed to be missing. */
 long pd_reader_unlabeled(pd_reader *rd);
 void pd_reader_close(pd_reader *rd);

@@ -407,6 +407,9 @@ int pd_drive(pd_driver *d)
     if (d->save && !d->start_pass && !d->start_batch) earlier_passes(d->r);
     /* a signal stops training even while it waits on the reader */
     pd_reader_set_stop(d->train, d->stop);
+    /* a slow file (a network disk) is no hang: a trainer heartbeats meanwhile */
+    pd_reader_set_tick(d->train, d->net->tick, d->net->tick_ctx);
+    pd_reader_set_tick(d->test, d->net->tick, d->net->tick_ctx);
     pd_keep keep;
     pd_keep_init(&keep, d->r);
     pd_curves curves;

@@ -141,10 +141,12 @@ struct pd_net {
      * forward with that error. NULL: none. */
     int (*values_wanted)(void *ctx, pd_net *net, pd_param *p);
     void *values_ctx;
-    /* Called by pd_evaluate after each batch: a trainer's test set may take
+    /* Called during a trainer's long local work: by pd_evaluate after each
+     * batch, by pd_model_save after each 4 MB written, and while the reader
+     * keeps it waiting for a batch (pd_reader_set_tick). Such work may take
      * longer than heartbeat_timeout, and its pservers (the other trainers
      * waiting on it) must hear it lives meanwhile. < 0 ends the evaluation
-     * with that error. NULL: none. */
+     * or the wait with that error (a save goes on). NULL: none. */
     int (*tick)(void *ctx);
     void *tick_ctx;
     /* Local training with plain SGD: the product that computes a dense

@@ -36,14 +36,40 @@ static void npy_header(FILE *f, const char *descr, long rows, long cols)
     fputc('\n', f);
 }
 
+/* A model's save can take seconds: a trainer's net heartbeats (net->tick)
+ * between its chunks, so that its pservers do not call it hung. */
+#define SAVE_CHUNK ((size_t)4 << 20) /* bytes written between two ticks */
+
+typedef struct ticker {
+    int (*fn)(void *ctx);
+    void *ctx;
+} ticker;
+
+/* fwrite in chunks of SAVE_CHUNK, t (may be NULL) ticked after each. */
+static size_t write_ticked(const void *data, size_t elsize, size_t count, FILE *f, const ticker *t)
+{
+    size_t per = SAVE_CHUNK / elsize, done = 0;
+    while (done < count) {
+        size_t n = PD_MIN(per, count - done);
+        size_t w = fwrite((const char *)data + done * elsize, elsize, n, f);
+        done += w;
+        if (w != n) break;
+        /* a pserver lost meanwhile is found at the trainer's next exchange;
+         * the model written here is whole either way */
+        if (t && t->fn) (void)t->fn(t->ctx);
+    }
+    return done;
+}
+
 /* descr '<f4' or '<u8'; cols < 0: a vector of rows elements. */
-static int npy_write(const char *path, const char *descr, const void *data, size_t elsize, long rows, long cols)
+static int npy_write(const char *path, const char *descr, const void *data, size_t elsize, long rows, long cols,
+                     const ticker *t)
 {
     FILE *f = fopen(path, "wb");
     if (!f) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
     npy_header(f, descr, rows, cols);
     size_t count = (size_t)rows * (size_t)(cols >= 0 ? cols : 1);
-    size_t wrote = count ? fwrite(data, elsize, count, f) : 0;
+    size_t wrote = write_ticked(data, elsize, count, f, t);
     int bad = ferror(f) | (fclose(f) != 0);
     if (wrote != count || bad) return pd_err_set(PD_EIO, "cannot write %s: %s", path, strerror(errno));
     return 0;
@@ -68,12 +94,12 @@ int pd_npy_write_parts(const char *path, const float *const *parts, const size_t
 
 int pd_npy_write(const char *path, const float *data, int rows, int cols)
 {
-    return npy_write(path, "<f4", data, sizeof(float), rows, cols);
+    return npy_write(path, "<f4", data, sizeof(float), rows, cols, NULL);
 }
 
 int pd_npy_write_u64(const char *path, const uint64_t *data, long n)
 {
-    return npy_write(path, "<u8", data, sizeof(uint64_t), n, -1);
+    return npy_write(path, "<u8", data, sizeof(uint64_t), n, -1, NULL);
 }
 
 /* Parse "(a, b)" or "(a,)" from the header's shape entry. */
@@ -245,7 +271,7 @@ out:
 }
 
 /* p->tab as NAME.keys.npy + NAME.npy in dir. */
-static int save_table(const pd_param *p, const char *dir)
+static int save_table(const pd_param *p, const char *dir, const ticker *t)
 {
     long n = pd_hashtab_rows(p->tab);
     uint64_t *keys = pd_xmalloc((size_t)n * sizeof *keys + 1);
@@ -255,11 +281,11 @@ static int save_table(const pd_param *p, const char *dir)
         memcpy(rows + (size_t)i * p->cols, pd_hashtab_row(p->tab, i), (size_t)p->cols * sizeof(float));
     }
     char *path = pd_xasprintf("%s/%s.keys.npy", dir, p->name);
-    int rc = pd_npy_write_u64(path, keys, n);
+    int rc = npy_write(path, "<u8", keys, sizeof *keys, n, -1, t);
     free(path);
     if (rc == 0) {
         path = pd_xasprintf("%s/%s.npy", dir, p->name);
-        rc = npy_write(path, "<f4", rows, sizeof(float), n, p->cols);
+        rc = npy_write(path, "<f4", rows, sizeof(float), n, p->cols, t);
         free(path);
     }
     free(keys);
@@ -333,10 +359,11 @@ int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info)
     if ((rc = rm_model_dir(tmp)) < 0 || (rc = pd_mkdir_p(tmp)) < 0) goto out;
     float *host = NULL;
     size_t cap = 0;
+    ticker t = {net->tick, net->tick_ctx};
     for (int i = 0; i < net->nparams; i++) {
         pd_param *p = &net->params[i];
         if (p->hash) {
-            if ((rc = save_table(p, tmp)) < 0) break;
+            if ((rc = save_table(p, tmp, &t)) < 0) break;
             continue;
         }
         size_t n = (size_t)p->rows * p->cols;
@@ -347,7 +374,7 @@ int pd_model_save(pd_net *net, const char *dir, const pd_model_info *info)
         }
         net->be->download(host, p->w, n * sizeof(float));
         char *path = pd_xasprintf("%s/%s.npy", tmp, p->name);
-        rc = pd_npy_write(path, host, p->rows, p->cols);
+        rc = npy_write(path, "<f4", host, sizeof(float), p->rows, p->cols, &t);
         free(path);
         if (rc < 0) break;
     }

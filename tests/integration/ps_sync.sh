@@ -226,3 +226,27 @@ if [ $rc -eq 0 ] && [ "$took" = 2 ] && ! grep -q 'sent nothing for' <<<"$out"; t
 else
     fail $name "rc $rc, $took test lines: $(grep -v 'batch [0-9]*,' <<<"$out" | tail -n 4)"
 fi
+
+# a trainer whose reader waits for its file longer than heartbeat_timeout
+# (a slow network disk: here a FIFO whose writer pauses 11 s halfway) is no
+# hang: it heartbeats while it waits, and says after 10 s what it waits for
+name=slow_reader_longer_than_heartbeat_timeout
+head -n 200 train.csv >slow_a.txt
+tail -n 200 train.csv >slow_b.csv
+rm -f slow_a.csv
+mkfifo slow_a.csv
+printf 'slow_a.csv\nslow_b.csv\n' >slow.list
+sed -e 's/data { train = "train.csv", format = "csv" }/data { train = "slow.list", format = "csv" }/' \
+    -e 's/settings { passes = 2, max_batches = 6,/settings { heartbeat_timeout = 1, passes = 1,/' sgd.lua >slow.lua
+(head -n 100 slow_a.txt; sleep 11; tail -n 100 slow_a.txt) >slow_a.csv &
+writer=$!
+run_capture timeout 90 "$PADDLE" run slow.lua --batch_size=10 --trainers=2 --pservers=1 --save_dir=slow_out
+kill "$writer" 2>/dev/null
+wait "$writer" 2>/dev/null
+if [ $rc -eq 0 ] && ! grep -q 'sent nothing for' <<<"$out" &&
+    grep -q 'trainer 0\] .*waiting 1[0-9] s for data from slow_a.csv' <<<"$out" &&
+    grep -q 'trainer 1 finished: 20 steps' <<<"$out"; then
+    pass $name
+else
+    fail $name "rc $rc: $(grep -v 'batch [0-9]*,' <<<"$out" | tail -n 6)"
+fi

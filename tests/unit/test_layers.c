@@ -1462,6 +1462,39 @@ PD_TEST(param_name_refused)
     pd_net_free(&net);
 }
 
+static int save_ticks;
+static int count_tick(void *ctx)
+{
+    (void)ctx;
+    save_ticks++;
+    return -1; /* a failed heartbeat does not stop the save */
+}
+
+/* A save of 12 MB of weights ticks the net (a trainer's heartbeat) after
+ * each 4 MB it writes, and a failing tick leaves the model whole */
+PD_TEST(model_save_ticks_while_it_writes)
+{
+    model m;
+    model_init(&m);
+    int a = add_data(&m, "a", "dense", 1024), y = add_data(&m, "y", "dense", 1);
+    int h = add_fc(&m, "h", a, 3072, "linear");
+    add_cost(&m, "square_error_cost", add_fc(&m, "out", h, 1, "linear"), y);
+    pd_net net;
+    build(&net, &m, 1);
+    net.tick = count_tick;
+    save_ticks = 0;
+    char *dir = pd_xasprintf("%s/ticked/pass-00000", pd_test_dir());
+    pd_model_info info = {.pass = 0, .train_cost = 1, .test_cost = 1, .samples = 1};
+    CHECK_EQ_INT(pd_model_save(&net, dir, &info), 0);
+    CHECK(save_ticks >= 3); /* 1024 x 3072 floats: 3 chunks of 4 MB */
+    float w0 = net.params[0].w[12345];
+    net.params[0].w[12345] = 0;
+    CHECK_EQ_INT(pd_model_load(&net, dir), 0);
+    CHECK(net.params[0].w[12345] == w0);
+    free(dir);
+    pd_net_free(&net);
+}
+
 /* --- CTR: sigmoid_cross_entropy, add ------------------------------------------------ */
 
 /* x(4) -> fc tanh(5) -> fc linear(2) logits -> sigmoid_cross_entropy against
