@@ -1,8 +1,10 @@
 /* fs.c - mkdir -p, a directory ready to write to, the running executable's
  * path, and files that appear whole or not at all. */
 #include "fs.h"
+#include "log.h"
 #include "pd.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -188,6 +190,41 @@ static int cannot_write(const char *path)
     return PD_EIO;
 }
 
+/* PATH.partial-PID-N files beside path whose writer is gone from this
+ * host (a kill -9, a power cut) are said, not removed: a writer of the same
+ * pid in another container, on a shared volume, may still be at it. */
+static void say_left_partials(const char *path)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char *dir = slash ? pd_xasprintf("%.*s", (int)(slash - path + 1), path) : pd_xstrdup(".");
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    char *first = NULL;
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, base, blen) != 0) continue;
+        const char *tail = e->d_name + blen;
+        if (strncmp(tail, ".partial-", 9) != 0) continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(tail + 9, &end, 10);
+        if (errno || end == tail + 9 || *end != '-' || pid <= 0 || pid > INT_MAX || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to ask */
+        if (n++ == 0) first = pd_xasprintf("%s%s", slash ? dir : "", e->d_name);
+    }
+    if (d) closedir(d);
+    if (n) {
+        char more[48] = "";
+        if (n > 1) snprintf(more, sizeof more, " and %d more", n - 1);
+        const char *them = n > 1 ? "them" : "it";
+        PD_WARN("%s%s: left beside %s by a writer that ended before it finished (killed?); paddle leaves %s (a "
+                "writer on another machine may share the disk): remove %s once nothing else writes %s", first, more,
+                path, them, them, path);
+    }
+    free(first);
+    free(dir);
+}
+
 int pd_out_open(pd_out *o, const char *path)
 {
     struct stat st;
@@ -216,6 +253,7 @@ int pd_out_open(pd_out *o, const char *path)
         if (fd >= 0 && (!there || fchmod(fd, st.st_mode & 07777) == 0)) o->f = fdopen(fd, "w");
         if (o->f) {
             track(o->tmp, o->path);
+            say_left_partials(path);
             return 0;
         }
         if (fd >= 0) {

@@ -45,7 +45,8 @@ typedef struct pd_out {
     char *path, *tmp;
 } pd_out;
 /* 0, or PD_EIO naming path (errno then says why: pd_path_errno tells a
- * wrong path from a failing disk). */
+ * wrong path from a failing disk). Partial files of path whose writer is
+ * gone from this host (a kill -9) are named in a warning, and left. */
 int pd_out_open(pd_out *o, const char *path);
 /* Everything written so far on the disk (fsync): 0, or
  * PD_EIO naming path (a full disk). Before renaming several files that go

@@ -1,6 +1,7 @@
 /* test_core.c - errors, rng, batches, the progress board. */
 #include "test.h"
 #include "../../src/core/fs.h"
+#include "../../src/core/log.h"
 #include "../../src/core/pd.h"
 #include "../../src/data/batch.h"
 #include "../../src/nn/net.h"
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 PD_TEST(err_wrap_keeps_context)
@@ -227,5 +229,47 @@ PD_TEST(out_file_whole_or_not_at_all)
     CHECK_CONTAINS(pd_err_msg(), "no/such/dir/x");
     free(bad);
     free(stale);
+    free(path);
+}
+
+/* A partial file whose writer is gone from this host (a kill -9) is said
+ * when its file is written next, and left there; a live writer's is not
+ * said */
+PD_TEST(out_file_says_partials_left)
+{
+    char *path = pd_test_write("said.txt", "earlier\n");
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    CHECK(child > 0 && waitpid(child, NULL, 0) == child);
+    char *dead = pd_xasprintf("%s.partial-%ld-0000abcd", path, (long)child);
+    char *live = pd_xasprintf("%s.partial-%ld-0000abcd", path, (long)getppid());
+    FILE *f = fopen(dead, "w");
+    CHECK(f != NULL);
+    fclose(f);
+    CHECK((f = fopen(live, "w")) != NULL);
+    fclose(f);
+    char *log = pd_xasprintf("%s/said.log", pd_test_dir());
+    CHECK(pd_log_open(log) == 0);
+    pd_log_quiet(1);
+    pd_out o;
+    int rc = pd_out_open(&o, path);
+    pd_log_quiet(0);
+    pd_log_close();
+    CHECK(rc == 0);
+    CHECK(pd_out_close(&o, 1) == 0);
+    char text[4096] = "";
+    CHECK((f = fopen(log, "r")) != NULL);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    CHECK_CONTAINS(text, dead);
+    CHECK_CONTAINS(text, "ended before it finished (killed?)");
+    CHECK(strstr(text, live) == NULL);
+    CHECK(access(dead, F_OK) == 0 && access(live, F_OK) == 0);
+    unlink(dead);
+    unlink(live);
+    free(log);
+    free(live);
+    free(dead);
     free(path);
 }
