@@ -113,9 +113,11 @@ static int keep_pass(pd_keep *keep, int pass, double test_cost, const double *tm
     return save;
 }
 
-int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass, long samples, double secs,
-                double sum, double *tested)
+int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass, const pd_pass_counts *n,
+                double *tested)
 {
+    long samples = n->samples;
+    double secs = n->secs, sum = n->sum;
     const pd_recipe *r = net->r;
     double test_cost = NAN, *tm = pd_xcalloc((size_t)r->nmetrics + 1, sizeof *tm);
     char ttext[320] = "";
@@ -133,7 +135,7 @@ int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass,
     if (rc < 0 || !save) return rc;
     char *dir = pd_xasprintf("%s/pass-%05d", r->save_dir, pass);
     pd_model_info info = {.pass = pass, .train_cost = samples ? sum / samples : NAN, .test_cost = test_cost,
-                          .samples = samples};
+                          .samples = samples + n->before};
     rc = pd_model_save(net, dir, &info);
     if (rc == 0) PD_INFO("model saved to %s", dir);
     if (rc == 0 && keep) rc = pd_keep_saved(keep, pass);
@@ -147,6 +149,7 @@ typedef struct pass_state {
     int pass, batch, skip;
     double t0, sum, period_sum;
     long samples, period_n;
+    long before;            /* samples of the batches trained before a restart (skip) */
     double last_progress;
     int of;                 /* batches of the previous pass (0: not known) */
     pd_curves *curves;      /* SAVE_DIR/curves.svg, or NULL */
@@ -264,6 +267,7 @@ static int run_pass(pd_driver *d, pass_state *s)
     int rc = 1, ended = 0;
     /* resumed inside this pass: read the batches already trained, unused */
     while (s->batch < s->skip && (rc = pd_reader_next(d->train, &b)) == 1) {
+        s->before += b->n;
         pd_reader_release(d->train, b);
         s->batch++;
     }
@@ -328,7 +332,8 @@ static int end_pass(pd_driver *d, pass_state *s, pd_keep *keep)
     else if (s->skip > 0)
         PD_INFO("pass %d: its batches were all trained before the restart, so it has no train cost here", s->pass);
     double *tested = pd_xcalloc((size_t)d->r->nmetrics + 1, sizeof *tested);
-    rc = pd_pass_end(d->net, d->save ? d->test : NULL, keep, d->save, s->pass, s->samples, secs, s->sum, tested);
+    pd_pass_counts n = {.samples = s->samples, .before = s->before, .secs = secs, .sum = s->sum};
+    rc = pd_pass_end(d->net, d->save ? d->test : NULL, keep, d->save, s->pass, &n, tested);
     if (rc == 0 && s->curves) draw_curves(d, s, tested);
     free(tested);
     if (rc < 0) return rc;

@@ -72,12 +72,20 @@ int pd_drive(pd_driver *d);
  * metrics[i] for r->metrics[i]. Returns samples seen, or < 0. */
 long pd_evaluate(pd_net *net, pd_reader *rd, double *cost, double *metrics);
 
+/* What a pass trained: samples in secs, their costs summing to sum; before:
+ * the samples of its batches trained before a restart (a resumed pass),
+ * counted in the saved model's manifest, not in the pass line's rate. */
+typedef struct pd_pass_counts {
+    long samples, before;
+    double secs, sum;
+} pd_pass_counts;
+
 /* After a pass: the test cost (when test is not NULL) and metrics, the pass
  * line in the log, and, when save, the model saved to SAVE_DIR/pass-NNNNN
  * (keep NULL: every pass; else as keep says, which also tracks the best).
  * tested, when not NULL, gets the test cost then the metrics (NaN: none). */
-int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass, long samples, double secs,
-                double sum, double *tested);
+int pd_pass_end(pd_net *net, pd_reader *test, pd_keep *keep, int save, int pass, const pd_pass_counts *n,
+                double *tested);
 
 /* Open the training / test reader of a recipe for share/nshares. stop may
  * be NULL. */

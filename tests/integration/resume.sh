@@ -111,6 +111,21 @@ resumed_from_ckpt() {
     fail "$1" "no resume in the logs: $(tail -n 3 "$2/res.ps0" "$2/res.tr0")"; return 1
 }
 
+# same_samples NAME REF RESUMED: each pass the resumed run saved names in its
+# manifest the samples the uninterrupted run's did (a resumed pass's
+# batches trained before the kill counted too)
+same_samples() {
+    local m n=0 bad=""
+    for m in "$3"/pass-*/manifest.json; do
+        [ -f "$m" ] || continue
+        local ref="$2/${m#"$3"/}" a b
+        a=$(grep -o '"samples": [0-9]*' "$ref" 2>/dev/null); b=$(grep -o '"samples": [0-9]*' "$m")
+        [ -n "$a" ] && [ "$a" = "$b" ] || bad="$bad ${m#"$3"/}: $b, uninterrupted $a;"
+        n=$((n + 1))
+    done
+    if [ $n -gt 0 ] && [ -z "$bad" ]; then pass "$1"; else fail "$1" "$n manifests:$bad"; fi
+}
+
 sync_case() { # NAME RECIPE ARGS...
     local name=$1 recipe=$2; shift 2
     mkdir -p $name
@@ -121,6 +136,7 @@ sync_case() { # NAME RECIPE ARGS...
         resumed_from_ckpt ${name}_resumed $name; then
         pass ${name}_resumed
         same_params ${name}_equals_uninterrupted $name/ref_out $name/out
+        same_samples ${name}_manifest_samples $name/ref_out $name/out
     else
         fail ${name}_resumed "$(tail -n 3 $name/res.ps0 $name/res.tr0)"
     fi
