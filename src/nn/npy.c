@@ -102,6 +102,10 @@ int pd_npy_write_u64(const char *path, const uint64_t *data, long n)
     return npy_write(path, "<u8", data, sizeof(uint64_t), n, -1, NULL);
 }
 
+/* In the error of a parameter whose shape is not the net's: a model of
+ * another recipe, where any other error of its file is damage. */
+#define SHAPE_DIFFERS "differs from the model's"
+
 /* Parse "(a, b)" or "(a,)" from the header's shape entry. */
 static int parse_shape(const char *h, long *dims, int *ndims)
 {
@@ -202,7 +206,7 @@ int pd_npy_read(const char *path, float *data, int rows, int cols)
     int ok = (nd == 2 && dims[0] == rows && dims[1] == cols) ||
              (nd == 1 && dims[0] == (long)rows * cols && (rows == 1 || cols == 1));
     if (!ok) {
-        rc = pd_err_set(PD_EDATA, "%s: shape (%ld%s%ld) differs from the model's (%d, %d)", path, dims[0],
+        rc = pd_err_set(PD_EDATA, "%s: shape (%ld%s%ld) " SHAPE_DIFFERS " (%d, %d)", path, dims[0],
                         nd > 1 ? ", " : ",", nd > 1 ? dims[1] : 0L, rows, cols);
         goto out;
     }
@@ -484,7 +488,8 @@ int pd_model_load_saved(pd_net *net, const char *dir)
     if (rc == 0 && (rc = pd_model_load(net, dir)) == PD_EDATA) {
         char why[1024];
         snprintf(why, sizeof why, "%s", pd_err_msg());
-        return pd_err_set(PD_EINPUT, "%s: a model of another recipe?", why);
+        return pd_err_set(PD_EINPUT, "%s: %s", why, strstr(why, SHAPE_DIFFERS) ? "a model of another recipe?"
+                          : "the file is damaged (cut short, or written over): save or copy the model again");
     }
     return rc;
 }

@@ -103,6 +103,11 @@ expect_error predict-other-recipe-names 2 "a model of another recipe?" \
 sed -e 's/nn.data("x", 13)/nn.data("x", 12)/' -e 's/x=1-13/x=1-12/' -e 's/y=14/y=13/' csv.lua >narrow.lua
 expect_error predict-other-recipe-shapes 2 "differs from the model's (12, 1): a model of another recipe?" \
     "$PADDLE" predict narrow.lua --model csv_out/pass-00000 --input train.csv
+# a parameter's file cut short is damage, not another recipe's model
+cp -r csv_out/pass-00000 cut_model
+truncate -s -8 cut_model/fc_0.w_0.npy
+expect_error predict-damaged-model 2 "fc_0.w_0.npy: truncated data: the file is damaged (cut short, or written over)" \
+    "$PADDLE" predict csv.lua --model cut_model --input train.csv
 $PY -c "
 import numpy as np
 np.savetxt('short.csv', np.loadtxt('$data')[:5, :10], delimiter=',', fmt='%.6g')"
