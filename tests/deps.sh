@@ -43,6 +43,7 @@ else
     command -v ssh-keygen >/dev/null || missing+=(openssh-client)
     command -v file >/dev/null || missing+=(file)
     command -v tmux >/dev/null || missing+=(tmux)  # status_tty.sh: the terminal display
+    command -v strace >/dev/null || missing+=(strace)  # resume.sh: a slow disk (fsync delayed)
     command -v mpirun >/dev/null || missing+=(openmpi-bin)
     command -v slurmctld >/dev/null || missing+=(slurmctld)
     command -v slurmd >/dev/null || missing+=(slurmd)

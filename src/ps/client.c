@@ -189,6 +189,7 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
     c->hb_timeout = 30;
     c->resume_step = -1;
     c->heard = pd_xcalloc((size_t)np, sizeof *c->heard);
+    c->saving = pd_xcalloc((size_t)np, sizeof *c->saving);
     int n = np * c->nper;
     c->conns = pd_xcalloc((size_t)n, sizeof *c->conns);
     for (int i = 0; i < n; i++) c->conns[i].fd = -1;
@@ -283,6 +284,7 @@ void pd_client_free(pd_client *c)
     free(c->ids);
     free(c->host);
     free(c->heard);
+    free(c->saving);
     free(c->fed);
     free(c->ready);
     free(c->early);
@@ -336,6 +338,7 @@ static int silent_pserver(pd_client *c, double since)
 {
     double now = pd_now();
     for (int s = 0; s < c->np; s++) {
+        if (c->saving[s] > 0) continue; /* writing its shard: said by saving_wait */
         double quiet = now - PD_MAX(c->heard[s], since);
         if (quiet > c->hb_timeout)
             return pd_err_set(PD_ETIMEDOUT, "pserver %d (%s:%d) sent nothing for %.0f s (heartbeat_timeout %.0f s): "
@@ -412,6 +415,27 @@ static int feed(pd_client *c, int all)
     return 0;
 }
 
+/* Pservers writing their checkpoint shards (PD_HB_SAVING) may send nothing
+ * for as long as their disks take: said after SAVING_SAY_S, then every
+ * SAVING_SAY_EVERY_S; 1 when one does (no answer is then no fault). */
+#define SAVING_SAY_S 10
+#define SAVING_SAY_EVERY_S 30
+static int saving_wait(pd_client *c)
+{
+    double now = pd_now(), first = 0;
+    int s0 = -1;
+    for (int s = 0; s < c->np; s++)
+        if (c->saving[s] > 0 && (s0 < 0 || c->saving[s] < first)) first = c->saving[s], s0 = s;
+    if (s0 < 0) return 0;
+    double waited = now - first;
+    if (waited >= SAVING_SAY_S && now - c->saving_said >= SAVING_SAY_EVERY_S) {
+        c->saving_said = now;
+        PD_INFO("waiting for pserver %d (%s:%d): it has been writing its checkpoint shard for %.0f s (a slow disk?)",
+                s0, c->eps[s0].host, c->eps[s0].port, waited);
+    }
+    return 1;
+}
+
 /* Send everything queued and read replies until *pending is 0, or until
  * *c->until is set when it is not NULL. Replies of a posted step
  * (c->inflight) and rows a pull left to the forward (c->rows_pending)
@@ -461,6 +485,7 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
             goto out;
         }
         if (r <= 0) {
+            if (saving_wait(c)) deadline = pd_now() + c->timeout;
             if (pd_now() > deadline) {
                 rc = pd_err_set(PD_ETIMEDOUT, "no answer from the pservers within %.0f s (%d replies missing)",
                                 c->timeout, *pending);
@@ -490,8 +515,13 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
                     }
                     break;
                 }
-                c->heard[i / c->nper] = pd_now();
-                if (f.type == PD_MSG_HEARTBEAT) continue;
+                int s = i / c->nper;
+                c->heard[s] = pd_now();
+                if (f.type == PD_MSG_HEARTBEAT) {
+                    if (f.a == PD_HB_SAVING && c->saving[s] == 0) c->saving[s] = pd_now();
+                    continue;
+                }
+                c->saving[s] = 0; /* SAVED, or its error */
                 if (f.type == PD_MSG_ERROR) {
                     rc = pd_err_set(PD_EPROTO, "pserver %d: %.*s", i / c->nper, (int)PD_MIN(f.len, 500),
                                     (char *)f.payload);

@@ -53,6 +53,9 @@ typedef struct pd_client {
     double hb_timeout;      /* a pserver silent this long while waited on is dead */
     double hb_sent;         /* last HEARTBEAT sent */
     double *heard;          /* per pserver: its last frame (pd_now) */
+    double *saving;         /* per pserver: since when it writes its checkpoint
+                             * shard (PD_HB_SAVING; 0: it does not) */
+    double saving_said;     /* when that wait was last said */
     long step;              /* the pservers' step count after the last step (sync: the global step) */
     int inflight;           /* replies of the step pd_client_post_step sent, not read yet */
     pd_net *posted;         /* the net they update */

@@ -46,6 +46,12 @@ enum {
     PD_MSG_ERROR = 90,
 };
 
+/* A pserver's HEARTBEAT with a = PD_HB_SAVING (b: the step) says it
+ * writes its checkpoint shard now, and may send nothing until SAVED, however
+ * long its disk takes: the trainers wait, saying so, instead of calling it
+ * hung. */
+#define PD_HB_SAVING 1
+
 typedef struct pd_frame {
     uint16_t type;
     uint32_t len, a, b;

@@ -1008,7 +1008,6 @@ static int resume(server *s)
  * and answer SAVED to each (b: the lowest of them, who writes the marker). */
 static void save_barrier(server *s)
 {
-    flush_dirty(s); /* before the shard is written */
     int lowest = -1;
     for (int t = 0; t < s->o->ntrainers; t++) {
         if (s->active[t] && !s->save_got[t]) return;
@@ -1020,6 +1019,11 @@ static void save_barrier(server *s)
             lowest = t;
         }
     }
+    /* the trainers hear that the shard is being written: however long the
+     * disk takes, this pserver is not hung */
+    for (int t = 0; t < s->o->ntrainers; t++)
+        if (s->save_got[t]) reply(s, s->save_wait[t], PD_MSG_HEARTBEAT, PD_HB_SAVING, (uint32_t)s->save_step, NULL, 0);
+    flush_dirty(s); /* before the shard is written */
     double t0 = pd_now();
     int rc = save_shard(s, s->save_step);
     if (rc < 0) PD_ERROR("checkpoint of step %ld failed: %s", s->save_step, pd_err_msg());
