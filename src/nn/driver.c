@@ -183,6 +183,18 @@ static int one_batch(pd_driver *d, pass_state *s, const pd_batch *b, const pd_ba
     return 0;
 }
 
+/* The test reader, after an evaluation used up its pass: opened again, with
+ * the trainer's tick (see pd_drive). */
+static int reopen_test(pd_driver *d)
+{
+    pd_reader_close(d->test);
+    d->test = NULL;
+    int rc = pd_open_reader(&d->test, d->r, PD_PART_TEST, 0, 1, d->r->batch_size);
+    if (rc < 0) return rc;
+    pd_reader_set_tick(d->test, d->net->tick, d->net->tick_ctx);
+    return 0;
+}
+
 /* The seeds' check line: the test cost after 10 steps. The evaluation uses
  * up one pass of the test reader, so it is opened again. */
 static int check_line(pd_driver *d)
@@ -193,9 +205,7 @@ static int check_line(pd_driver *d)
     long n = pd_evaluate(d->net, d->test, &tc, NULL);
     if (n < 0) return (int)n;
     PD_INFO("step 10, loss: [%.9g]", tc);
-    pd_reader_close(d->test);
-    d->test = NULL;
-    return pd_open_reader(&d->test, d->r, PD_PART_TEST, 0, 1, d->r->batch_size);
+    return reopen_test(d);
 }
 
 /* The display after a batch: the PD_PROGRESS line for the launcher
@@ -233,9 +243,7 @@ static int test_in_pass(pd_driver *d, const pass_state *s)
     free(tm);
     if (rc < 0) return rc;
     PD_INFO("pass %d, batch %d%s", s->pass, s->batch, text);
-    pd_reader_close(d->test);
-    d->test = NULL;
-    return pd_open_reader(&d->test, d->r, PD_PART_TEST, 0, 1, d->r->batch_size);
+    return reopen_test(d);
 }
 
 /* After a batch: the progress, the log line every log_period batches, the
@@ -410,9 +418,9 @@ int pd_drive(pd_driver *d)
     /* where the passes go, checked now, not after the first pass */
     if (d->save && (rc0 = pd_dir_writable(d->r->save_dir, "settings.save_dir")) < 0) return rc0;
     if (d->save && !d->start_pass && !d->start_batch) earlier_passes(d->r);
-    /* a signal stops training even while it waits on the reader */
+    /* a signal stops training even while it waits on the reader, and a
+     * slow file (a network disk) is no hang: a trainer heartbeats meanwhile */
     pd_reader_set_stop(d->train, d->stop);
-    /* a slow file (a network disk) is no hang: a trainer heartbeats meanwhile */
     pd_reader_set_tick(d->train, d->net->tick, d->net->tick_ctx);
     pd_reader_set_tick(d->test, d->net->tick, d->net->tick_ctx);
     pd_keep keep;

@@ -102,9 +102,13 @@ int pd_npy_write_u64(const char *path, const uint64_t *data, long n)
     return npy_write(path, "<u8", data, sizeof(uint64_t), n, -1, NULL);
 }
 
-/* In the error of a parameter whose shape is not the net's: a model of
- * another recipe, where any other error of its file is damage. */
+/* In the error of a parameter whose shape is not the net's (a model of
+ * another recipe), and in those of a file cut short ("truncated header",
+ * "truncated data") or written over (a damaged model); the other errors of
+ * a .npy say what to do themselves. */
 #define SHAPE_DIFFERS "differs from the model's"
+#define TRUNCATED "truncated"
+#define NOT_NPY "is not a .npy file"
 
 /* Parse "(a, b)" or "(a,)" from the header's shape entry. */
 static int parse_shape(const char *h, long *dims, int *ndims)
@@ -146,7 +150,7 @@ static FILE *npy_open(const char *path, const char *descr, long *dims, int *nd, 
     int rc = 0;
     char *h = NULL;
     if (fread(head, 1, 10, f) != 10 || memcmp(head, NPY_MAGIC, 6) != 0) {
-        rc = ferror(f) ? short_read(f, path, "") : pd_err_set(PD_EDATA, "%s is not a .npy file", path);
+        rc = ferror(f) ? short_read(f, path, "") : pd_err_set(PD_EDATA, "%s " NOT_NPY, path);
         goto out;
     }
     size_t hlen;
@@ -486,10 +490,13 @@ int pd_model_load_saved(pd_net *net, const char *dir)
 {
     int rc = check_model_dir(net, dir);
     if (rc == 0 && (rc = pd_model_load(net, dir)) == PD_EDATA) {
+        const char *msg = pd_err_msg(), *hint = "";
+        if (strstr(msg, SHAPE_DIFFERS)) hint = ": a model of another recipe?";
+        else if (strstr(msg, TRUNCATED) || strstr(msg, NOT_NPY))
+            hint = ": the file is damaged (cut short, or written over): save or copy the model again";
         char why[1024];
-        snprintf(why, sizeof why, "%s", pd_err_msg());
-        return pd_err_set(PD_EINPUT, "%s: %s", why, strstr(why, SHAPE_DIFFERS) ? "a model of another recipe?"
-                          : "the file is damaged (cut short, or written over): save or copy the model again");
+        snprintf(why, sizeof why, "%s", msg);
+        return pd_err_set(PD_EINPUT, "%s%s", why, hint);
     }
     return rc;
 }

@@ -428,7 +428,8 @@ static int saving_wait(pd_client *c)
         if (c->saving[s] > 0 && (s0 < 0 || c->saving[s] < first)) first = c->saving[s], s0 = s;
     if (s0 < 0) return 0;
     double waited = now - first;
-    if (waited >= SAVING_SAY_S && now - c->saving_said >= SAVING_SAY_EVERY_S) {
+    /* said for an earlier save (before this one began) counts for nothing */
+    if (waited >= SAVING_SAY_S && (c->saving_said < first || now - c->saving_said >= SAVING_SAY_EVERY_S)) {
         c->saving_said = now;
         PD_INFO("waiting for pserver %d (%s:%d): it has been writing its checkpoint shard for %.0f s (a slow disk?)",
                 s0, c->eps[s0].host, c->eps[s0].port, waited);
@@ -517,11 +518,12 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
                 }
                 int s = i / c->nper;
                 c->heard[s] = pd_now();
-                if (f.type == PD_MSG_HEARTBEAT) {
-                    if (f.a == PD_HB_SAVING && c->saving[s] == 0) c->saving[s] = pd_now();
+                if (f.type == PD_MSG_HEARTBEAT && f.a == PD_HB_SAVING) {
+                    if (c->saving[s] == 0) c->saving[s] = pd_now();
                     continue;
                 }
-                c->saving[s] = 0; /* SAVED, or its error */
+                c->saving[s] = 0; /* SAVED, its error, or the pserver's loop running again */
+                if (f.type == PD_MSG_HEARTBEAT) continue;
                 if (f.type == PD_MSG_ERROR) {
                     rc = pd_err_set(PD_EPROTO, "pserver %d: %.*s", i / c->nper, (int)PD_MIN(f.len, 500),
                                     (char *)f.payload);

@@ -46,10 +46,11 @@ enum {
     PD_MSG_ERROR = 90,
 };
 
-/* A pserver's HEARTBEAT with a = PD_HB_SAVING (b: the step) says it
- * writes its checkpoint shard now, and may send nothing until SAVED, however
- * long its disk takes: the trainers wait, saying so, instead of calling it
- * hung. */
+/* A pserver's HEARTBEAT with a = PD_HB_SAVING (b: the step), to every
+ * trainer, says it writes its checkpoint shard now, and may send nothing
+ * until it is written, however long its disk takes: the trainers wait,
+ * saying so, instead of calling it hung, until any other frame from it (a
+ * plain HEARTBEAT included). */
 #define PD_HB_SAVING 1
 
 typedef struct pd_frame {

@@ -1019,10 +1019,14 @@ static void save_barrier(server *s)
             lowest = t;
         }
     }
-    /* the trainers hear that the shard is being written: however long the
-     * disk takes, this pserver is not hung */
-    for (int t = 0; t < s->o->ntrainers; t++)
-        if (s->save_got[t]) reply(s, s->save_wait[t], PD_MSG_HEARTBEAT, PD_HB_SAVING, (uint32_t)s->save_step, NULL, 0);
+    /* every trainer hears that the shard is being written (those waiting
+     * for SAVED, and those that ended their pass and wait for PASS_DONE):
+     * however long the disk takes, this pserver is not hung */
+    for (int i = 0; i < MAX_CONNS; i++) {
+        if (!s->conns[i].used || s->conns[i].state != ST_READY || s->finished[s->conns[i].trainer]) continue;
+        waiter w = {i, s->conns[i].gen};
+        reply(s, w, PD_MSG_HEARTBEAT, PD_HB_SAVING, (uint32_t)s->save_step, NULL, 0);
+    }
     flush_dirty(s); /* before the shard is written */
     double t0 = pd_now();
     int rc = save_shard(s, s->save_step);

@@ -108,6 +108,14 @@ cp -r csv_out/pass-00000 cut_model
 truncate -s -8 cut_model/fc_0.w_0.npy
 expect_error predict-damaged-model 2 "fc_0.w_0.npy: truncated data: the file is damaged (cut short, or written over)" \
     "$PADDLE" predict csv.lua --model cut_model --input train.csv
+# one saved as float64 says so, and no hint of damage or of another recipe
+cp -r csv_out/pass-00000 f64_model
+$PY -c "
+import numpy as np
+np.save('f64_model/fc_0.w_0.npy', np.load('f64_model/fc_0.w_0.npy').astype(np.float64))"
+run_capture "$PADDLE" predict csv.lua --model f64_model --input train.csv
+if [ "$rc" -eq 2 ] && [[ "$out" == *"fc_0.w_0.npy: not float32 little-endian ('<f4')" ]]; then pass predict-float64-model
+else fail predict-float64-model "exit $rc: $out"; fi
 $PY -c "
 import numpy as np
 np.savetxt('short.csv', np.loadtxt('$data')[:5, :10], delimiter=',', fmt='%.6g')"

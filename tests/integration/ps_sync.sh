@@ -228,8 +228,9 @@ else
 fi
 
 # a trainer whose reader waits for its file longer than heartbeat_timeout
-# (a slow network disk: here a FIFO whose writer pauses 11 s halfway) is no
-# hang: it heartbeats while it waits, and says after 10 s what it waits for
+# (a slow network disk: here a FIFO whose writer holds it open 15 s before
+# it writes) is no hang: it heartbeats while it waits, and says after 10 s
+# what it waits for
 name=slow_reader_longer_than_heartbeat_timeout
 head -n 200 train.csv >slow_a.txt
 tail -n 200 train.csv >slow_b.csv
@@ -238,14 +239,17 @@ mkfifo slow_a.csv
 printf 'slow_a.csv\nslow_b.csv\n' >slow.list
 sed -e 's/data { train = "train.csv", format = "csv" }/data { train = "slow.list", format = "csv" }/' \
     -e 's/settings { passes = 2, max_batches = 6,/settings { heartbeat_timeout = 1, passes = 1,/' sgd.lua >slow.lua
-(head -n 100 slow_a.txt; sleep 11; tail -n 100 slow_a.txt) >slow_a.csv &
+# (the trainer's check of its files at start opens the FIFO once: the writer
+# writes nothing until long after; timeout puts the writer's processes in a
+# group of their own, which a kill of it ends whole)
+timeout 60 sh -c 'sleep 15; exec cat slow_a.txt' >slow_a.csv &
 writer=$!
 run_capture timeout 90 "$PADDLE" run slow.lua --batch_size=10 --trainers=2 --pservers=1 --save_dir=slow_out
 kill "$writer" 2>/dev/null
 wait "$writer" 2>/dev/null
 if [ $rc -eq 0 ] && ! grep -q 'sent nothing for' <<<"$out" &&
-    grep -q 'trainer 0\] .*waiting 1[0-9] s for data from slow_a.csv' <<<"$out" &&
-    grep -q 'trainer 1 finished: 20 steps' <<<"$out"; then
+    grep -Eq 'trainer 0\] .*waiting [0-9]+ s for data from slow_a.csv' <<<"$out" &&
+    grep -q 'trainer 0 finished: 20 steps' <<<"$out" && grep -q 'trainer 1 finished: 20 steps' <<<"$out"; then
     pass $name
 else
     fail $name "rc $rc: $(grep -v 'batch [0-9]*,' <<<"$out" | tail -n 6)"

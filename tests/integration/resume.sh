@@ -382,13 +382,17 @@ else
     read -r -a ports <<<"$(free_ports)"
     sp=()
     for j in 0 1; do
-        # (LeakSanitizer cannot run in a process strace traces: no leak check there)
-        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+        # (LeakSanitizer cannot run in a process strace traces: no leak check
+        # there.) The pserver's own pid goes to pids: a kill of strace would
+        # only let it go.
+        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout 150 \
             strace -f --seccomp-bpf -qq -o /dev/null -e trace=fsync -e inject=fsync:delay_enter=3000000 \
             sh -c 'echo $$ >"$0"; exec "$@"' slow.pid$j "$PADDLE" pserver fit_a_line.lua --pserver_id=$j \
             --port=${ports[$j]} --bind=127.0.0.1 --passes=6 --checkpoint_dir=slow/ckpt --checkpoint_period=40 \
             --heartbeat_timeout=1 >slow.ps$j 2>&1 &
         sp+=($!); pids+=($!)
+        for _ in $(seq 100); do [ -s slow.pid$j ] && break; sleep 0.05; done
+        [ -s slow.pid$j ] && pids+=("$(cat slow.pid$j)")
     done
     for j in 0 1; do
         timeout 120 "$PADDLE" trainer fit_a_line.lua --pservers=127.0.0.1:${ports[0]},127.0.0.1:${ports[1]} \
@@ -398,7 +402,6 @@ else
     done
     rc=0
     for p in "${sp[@]}"; do wait "$p" || rc=1; done
-    for j in 0 1; do [ -s slow.pid$j ] && kill -9 "$(cat slow.pid$j)" 2>/dev/null; done
     if [ $rc -eq 0 ] && ls slow/ckpt/ckpt-*/complete >/dev/null 2>&1 &&
         grep -q 'waiting for pserver [01] (127.0.0.1:[0-9]*): it has been writing its checkpoint shard for 1[0-9] s' \
             slow.tr0 && ! grep -q 'sent nothing' slow.tr0 slow.tr1 slow.ps0 slow.ps1; then
