@@ -976,8 +976,9 @@ err:
  * is said, naming the file. */
 static int wait_item(pd_reader *rd)
 {
-    double t0 = pd_now(), say = WAIT_SAY_S;
+    double t0 = 0, say = WAIT_SAY_S; /* the clock is read only when the queue is empty */
     while (rd->qlen == 0 && !rd->ended && !stopping(rd)) {
+        if (t0 == 0) t0 = pd_now();
         wait_tick(rd);
         if (rd->qlen || rd->ended || stopping(rd)) break;
         double waited = pd_now() - t0;

@@ -313,6 +313,17 @@ static void reply(server *s, waiter w, int type, uint32_t a, uint32_t b, const v
     if (c) queued(s, w, pd_conn_queue(&c->c, type, a, b, p, n, NULL, 0));
 }
 
+/* HEARTBEAT (a, b) queued on every trainer connection; a trainer that
+ * finished may close at any time: nothing more for it. */
+static void heartbeat_all(server *s, uint32_t a, uint32_t b)
+{
+    for (int i = 0; i < MAX_CONNS; i++) {
+        if (!s->conns[i].used || s->conns[i].state != ST_READY || s->finished[s->conns[i].trainer]) continue;
+        waiter w = {i, s->conns[i].gen};
+        reply(s, w, PD_MSG_HEARTBEAT, a, b, NULL, 0);
+    }
+}
+
 /* --- state ---------------------------------------------------------------- */
 
 static float *zalloc(size_t n)
@@ -1022,11 +1033,7 @@ static void save_barrier(server *s)
     /* every trainer hears that the shard is being written (those waiting
      * for SAVED, and those that ended their pass and wait for PASS_DONE):
      * however long the disk takes, this pserver is not hung */
-    for (int i = 0; i < MAX_CONNS; i++) {
-        if (!s->conns[i].used || s->conns[i].state != ST_READY || s->finished[s->conns[i].trainer]) continue;
-        waiter w = {i, s->conns[i].gen};
-        reply(s, w, PD_MSG_HEARTBEAT, PD_HB_SAVING, (uint32_t)s->save_step, NULL, 0);
-    }
+    heartbeat_all(s, PD_HB_SAVING, (uint32_t)s->save_step);
     flush_dirty(s); /* before the shard is written */
     double t0 = pd_now();
     int rc = save_shard(s, s->save_step);
@@ -1944,12 +1951,7 @@ static int heartbeats(server *s)
     double now = pd_now(), every = PD_MIN(s->hb_timeout / 3, 5.0);
     if (now - s->hb_sent >= every) {
         s->hb_sent = now;
-        for (int i = 0; i < MAX_CONNS; i++) {
-            /* a trainer that finished may close at any time: nothing more for it */
-            if (!s->conns[i].used || s->conns[i].state != ST_READY || s->finished[s->conns[i].trainer]) continue;
-            waiter w = {i, s->conns[i].gen};
-            reply(s, w, PD_MSG_HEARTBEAT, 0, 0, NULL, 0);
-        }
+        heartbeat_all(s, 0, 0);
     }
     /* the trainers stopped on pservers resumed from different checkpoints
      * (on_commit): once they all came and left, so does this pserver (a
