@@ -81,17 +81,22 @@ typedef struct pd_backend {
      * out[i] = pool(those rows); argmax (max pooling) records the chosen row */
     void (*seq_pool_forward)(int pool, float *out, const float *in,
                              const int32_t *offsets, int n, int dim, int32_t *argmax);
+    /* din = (acc: +=) d out / d in * dout; each of in's rows belongs to one
+     * sample, so acc 0 writes every row, except with max pooling, which
+     * adds into the rows it picked whatever acc is */
     void (*seq_pool_backward)(int pool, float *din, const float *dout,
-                              const int32_t *offsets, int n, int dim, const int32_t *argmax);
+                              const int32_t *offsets, int n, int dim, const int32_t *argmax, int acc);
 
     /* copy a block of columns: dst[r][0..cols) (stride ldd) = / += src[r] (stride lds) */
     void (*copy_cols)(float *dst, int ldd, const float *src, int lds, int rows, int cols, int accumulate);
 
     /* out[r] = scale * cos(a[r], b[r]) */
     void (*cos_sim_forward)(float *out, const float *a, const float *b, int rows, int dim, float scale);
-    /* da[r] += dout[r] * d out[r] / d a[r], likewise db; either may be NULL */
+    /* da[r] = (acc_a: +=) dout[r] * d out[r] / d a[r], likewise db (da first:
+     * they may be one buffer); either may be NULL */
     void (*cos_sim_backward)(float *da, float *db, const float *a, const float *b,
-                             const float *out, const float *dout, int rows, int dim, float scale);
+                             const float *out, const float *dout, int rows, int dim, float scale,
+                             int acc_a, int acc_b);
 
     /* costs: out[r] = per-sample cost; backward writes d(mean cost)/d input,
      * i.e. scaled by 1/rows, accumulating into dpred */

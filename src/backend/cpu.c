@@ -779,7 +779,7 @@ static void cpu_seq_pool_forward(int pool, float *out, const float *in, const in
 }
 
 static void cpu_seq_pool_backward(int pool, float *din, const float *dout, const int32_t *off, int n,
-                                  int dim, const int32_t *argmax)
+                                  int dim, const int32_t *argmax, int acc)
 {
     for (int i = 0; i < n; i++) {
         const float *d = dout + (size_t)i * dim;
@@ -795,7 +795,10 @@ static void cpu_seq_pool_backward(int pool, float *din, const float *dout, const
         float k = pool == PD_POOL_AVERAGE ? 1.f / (float)len : 1.f;
         for (int r = off[i]; r < off[i + 1]; r++) {
             float *x = din + (size_t)r * dim;
-            for (int c = 0; c < dim; c++) x[c] += k * d[c];
+            if (acc)
+                for (int c = 0; c < dim; c++) x[c] += k * d[c];
+            else
+                for (int c = 0; c < dim; c++) x[c] = k * d[c];
         }
     }
 }
@@ -830,7 +833,7 @@ static void cpu_cos_sim_forward(float *out, const float *a, const float *b, int 
 
 static inline __attribute__((always_inline)) void cos_sim_back_rows(float *da, float *db, const float *a,
                                                                     const float *b, const float *dout, int rows,
-                                                                    int dim, float scale)
+                                                                    int dim, float scale, int acc_a, int acc_b)
 {
     for (int r = 0; r < rows; r++) {
         const float *x = a + (size_t)r * dim, *y = b + (size_t)r * dim;
@@ -845,34 +848,40 @@ static inline __attribute__((always_inline)) void cos_sim_back_rows(float *da, f
         /* d/dx [xy / (|x||y| + e)] = y/den - xy * (|y| x / |x|) / den^2 */
         float kx = nx > 0 ? xy * ny / (nx * den * den) : 0;
         float ky = ny > 0 ? xy * nx / (ny * den * den) : 0;
-        for (int c = 0; c < dim; c++) {
-            if (da) da[(size_t)r * dim + c] += g * (y[c] / den - kx * x[c]);
-            if (db) db[(size_t)r * dim + c] += g * (x[c] / den - ky * y[c]);
-        }
+        /* da before db, element by element: they may be one buffer */
+        float *ra = da ? da + (size_t)r * dim : NULL, *rb = db ? db + (size_t)r * dim : NULL;
+        if (ra && acc_a)
+            for (int c = 0; c < dim; c++) ra[c] += g * (y[c] / den - kx * x[c]);
+        else if (ra)
+            for (int c = 0; c < dim; c++) ra[c] = g * (y[c] / den - kx * x[c]);
+        if (rb && acc_b)
+            for (int c = 0; c < dim; c++) rb[c] += g * (x[c] / den - ky * y[c]);
+        else if (rb)
+            for (int c = 0; c < dim; c++) rb[c] = g * (x[c] / den - ky * y[c]);
     }
 }
 
 static void cos_sim_back_portable(float *da, float *db, const float *a, const float *b, const float *dout, int rows,
-                                  int dim, float scale)
+                                  int dim, float scale, int acc_a, int acc_b)
 {
-    cos_sim_back_rows(da, db, a, b, dout, rows, dim, scale);
+    cos_sim_back_rows(da, db, a, b, dout, rows, dim, scale, acc_a, acc_b);
 }
 
 /* the sums stay in order (the same bits); the gradients' divisions go 8 wide */
 PD_AVX2 static void cos_sim_back_avx2(float *da, float *db, const float *a, const float *b, const float *dout,
-                                      int rows, int dim, float scale)
+                                      int rows, int dim, float scale, int acc_a, int acc_b)
 {
-    cos_sim_back_rows(da, db, a, b, dout, rows, dim, scale);
+    cos_sim_back_rows(da, db, a, b, dout, rows, dim, scale, acc_a, acc_b);
 }
 
 static void cpu_cos_sim_backward(float *da, float *db, const float *a, const float *b, const float *out,
-                                 const float *dout, int rows, int dim, float scale)
+                                 const float *dout, int rows, int dim, float scale, int acc_a, int acc_b)
 {
     (void)out;
     if (cpu_has_avx2())
-        cos_sim_back_avx2(da, db, a, b, dout, rows, dim, scale);
+        cos_sim_back_avx2(da, db, a, b, dout, rows, dim, scale, acc_a, acc_b);
     else
-        cos_sim_back_portable(da, db, a, b, dout, rows, dim, scale);
+        cos_sim_back_portable(da, db, a, b, dout, rows, dim, scale, acc_a, acc_b);
 }
 
 static void cpu_square_error_forward(float *out, const float *pred, const float *label, int rows, int dim)

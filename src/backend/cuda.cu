@@ -469,7 +469,7 @@ static void cu_seq_pool_forward(int pool, float *out, const float *in, const int
 /* Each input row belongs to one sample and max pooling picks one row per
  * (sample, column): no two threads write the same element. */
 static __global__ void k_seq_pool_backward(int pool, float *din, const float *dout, const int32_t *off, int n,
-                                           int dim, const int32_t *argmax)
+                                           int dim, const int32_t *argmax, int acc)
 {
     FOR_EACH(i, (size_t)n * dim) {
         int s = (int)(i / dim), c = (int)(i % dim);
@@ -482,15 +482,15 @@ static __global__ void k_seq_pool_backward(int pool, float *din, const float *do
             continue;
         }
         float k = pool == PD_POOL_AVERAGE ? 1.f / (float)(to - from) : 1.f;
-        for (int r = from; r < to; r++) din[(size_t)r * dim + c] += k * d;
+        for (int r = from; r < to; r++) din[(size_t)r * dim + c] = acc ? din[(size_t)r * dim + c] + k * d : k * d;
     }
 }
 
 static void cu_seq_pool_backward(int pool, float *din, const float *dout, const int32_t *off, int n, int dim,
-                                 const int32_t *argmax)
+                                 const int32_t *argmax, int acc)
 {
     if (n == 0 || dim == 0) return;
-    LAUNCH(k_seq_pool_backward, grid_for((size_t)n * dim, 1), BLOCK, pool, din, dout, off, n, dim, argmax);
+    LAUNCH(k_seq_pool_backward, grid_for((size_t)n * dim, 1), BLOCK, pool, din, dout, off, n, dim, argmax, acc);
     CK_LAUNCH("k_seq_pool_backward");
 }
 
@@ -542,7 +542,7 @@ static void cu_cos_sim_forward(float *out, const float *a, const float *b, int r
 }
 
 static __global__ void k_cos_sim_backward(float *da, float *db, const float *a, const float *b, const float *dout,
-                                          int rows, int dim, float scale)
+                                          int rows, int dim, float scale, int acc_a, int acc_b)
 {
     FOR_EACH_ROW(r, rows) {
         const float *x = a + (size_t)r * dim, *y = b + (size_t)r * dim;
@@ -560,18 +560,20 @@ static __global__ void k_cos_sim_backward(float *da, float *db, const float *a, 
         float kx = nx > 0 ? xy * ny / (nx * den * den) : 0;
         float ky = ny > 0 ? xy * nx / (ny * den * den) : 0;
         for (int c = LANE; c < dim; c += 32) {
-            if (da) da[(size_t)r * dim + c] += g * (y[c] / den - kx * x[c]);
-            if (db) db[(size_t)r * dim + c] += g * (x[c] / den - ky * y[c]);
+            float ga = g * (y[c] / den - kx * x[c]), gb = g * (x[c] / den - ky * y[c]);
+            if (da) da[(size_t)r * dim + c] = acc_a ? da[(size_t)r * dim + c] + ga : ga;
+            if (db) db[(size_t)r * dim + c] = acc_b ? db[(size_t)r * dim + c] + gb : gb;
         }
     }
 }
 
 static void cu_cos_sim_backward(float *da, float *db, const float *a, const float *b, const float *out,
-                                const float *dout, int rows, int dim, float scale)
+                                const float *dout, int rows, int dim, float scale, int acc_a, int acc_b)
 {
     (void)out;
     if (rows == 0 || (!da && !db)) return;
-    LAUNCH(k_cos_sim_backward, grid_for((size_t)rows, 32), BLOCK, da, db, a, b, dout, rows, dim, scale);
+    LAUNCH(k_cos_sim_backward, grid_for((size_t)rows, 32), BLOCK, da, db, a, b, dout, rows, dim, scale, acc_a,
+           acc_b);
     CK_LAUNCH("k_cos_sim_backward");
 }
 

@@ -29,8 +29,14 @@ static int forward(pd_layer *l)
 static int backward(pd_layer *l)
 {
     size_t n = (size_t)l->rows * l->size;
-    for (int j = 0; j < l->nin; j++)
-        if (l->in[j]->grad) l->be->axpy(n, 1.f, l->grad, l->in[j]->grad);
+    for (int j = 0; j < l->nin; j++) {
+        pd_layer *x = l->in[j];
+        if (!x->grad) continue;
+        if (pd_layer_grad_beta(x) == 0.f)
+            l->be->copy(x->grad, l->grad, n * sizeof(float));
+        else
+            l->be->axpy(n, 1.f, l->grad, x->grad);
+    }
     return 0;
 }
 

@@ -36,7 +36,8 @@ static int backward(pd_layer *l)
     int col = 0;
     for (int j = 0; j < l->nin; j++) {
         pd_layer *x = l->in[j];
-        if (x->grad) l->be->copy_cols(x->grad, x->size, l->grad + col, l->size, l->rows, x->size, 1);
+        if (x->grad)
+            l->be->copy_cols(x->grad, x->size, l->grad + col, l->size, l->rows, x->size, pd_layer_grad_beta(x) != 0.f);
         col += x->size;
     }
     return 0;

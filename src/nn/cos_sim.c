@@ -15,8 +15,9 @@ static int forward(pd_layer *l)
 static int backward(pd_layer *l)
 {
     pd_layer *a = l->in[0], *b = l->in[1];
+    int acc_a = a->grad && pd_layer_grad_beta(a) != 0.f, acc_b = b->grad && pd_layer_grad_beta(b) != 0.f;
     l->be->cos_sim_backward(a->grad, b->grad, a->out, b->out, l->out, l->grad, l->rows, a->size,
-                            (float)l->d->scale);
+                            (float)l->d->scale, acc_a, acc_b);
     return 0;
 }
 

@@ -31,7 +31,7 @@ static int forward(pd_layer *l)
 static int backward(pd_layer *l)
 {
     pd_layer *p = l->in[0], *y = l->in[1];
-    if (p->grad) l->be->cross_entropy_backward(p->grad, p->out, y->ids, l->rows, p->size);
+    if (p->grad) l->be->cross_entropy_backward(pd_layer_grad_acc(p), p->out, y->ids, l->rows, p->size);
     return 0;
 }
 
@@ -52,7 +52,7 @@ static int sx_forward(pd_layer *l)
 static int sx_backward(pd_layer *l)
 {
     pd_layer *p = l->in[0], *y = l->in[1];
-    if (p->grad) l->be->softmax_xent_backward(p->grad, l->fscratch, y->ids, l->rows, p->size);
+    if (p->grad) l->be->softmax_xent_backward(pd_layer_grad_acc(p), l->fscratch, y->ids, l->rows, p->size);
     return 0;
 }
 

@@ -35,9 +35,10 @@ static int backward(pd_layer *l)
     /* grad := d cost / d pre-activation, in place; db (+)= sum of its rows */
     be->act_bias_backward(pd_act_from_name(l->d->act), l->grad, l->out, b ? b->g : NULL,
                           b ? pd_param_grad_beta(b) != 0 : 0, l->rows, l->size);
-    /* dx += grad * W^T, with W as it is before this step */
+    /* dx (+)= grad * W^T, with W as it is before this step */
     if (x->grad)
-        be->gemm(0, 1, l->rows, x->size, l->size, 1.f, l->grad, l->size, w->w, l->size, 1.f, x->grad, x->size);
+        be->gemm(0, 1, l->rows, x->size, l->size, 1.f, l->grad, l->size, w->w, l->size, pd_layer_grad_beta(x),
+                 x->grad, x->size);
     /* dW (+)= x^T * grad; or, plain SGD applied here, W := beta * W + alpha * x^T * grad */
     float alpha, beta;
     if (pd_param_sgd_in_place(l->net, w, &alpha, &beta))

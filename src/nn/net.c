@@ -887,15 +887,13 @@ int pd_net_backward(pd_net *net)
         pd_layer *l = &net->layers[i];
         for (int j = 0; j < l->nin; j++) live[l->in[j]->index] = 1;
     }
-    for (int i = 0; i < net->nlayers; i++) {
-        pd_layer *l = &net->layers[i];
-        if (live[i] && !l->is_data && l->grad)
-            net->be->zero(l->grad, (size_t)l->rows * l->size * sizeof(float));
-    }
+    /* each gradient is written by its first writer (pd_layer_grad_beta) */
+    for (int i = 0; i < net->nlayers; i++) net->layers[i].grad_stale = live[i] && !net->layers[i].is_data;
     int *last = net->grad_ready ? last_writers(net, live) : NULL;
     for (int i = net->cost; i >= 0; i--) {
         pd_layer *l = &net->layers[i];
         if (!live[i] || l->is_data) continue;
+        pd_layer_grad_acc(l); /* zeros where no layer above wrote it (the cost's own) */
         if ((rc = l->ops->backward(l)) < 0) break;
         if (last && (rc = grads_ready(net, l, last)) < 0) break;
     }

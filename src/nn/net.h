@@ -72,7 +72,8 @@ typedef struct pd_layer_ops {
     int (*setup)(pd_layer *l);
     /* 0, or PD_ENOMEM naming the layer when its outputs cannot be allocated */
     int (*forward)(pd_layer *l);
-    /* add d cost / d input into each input's grad, and into parameters' g */
+    /* add d cost / d input into each input's grad (pd_layer_grad_beta,
+     * pd_layer_grad_acc), and into parameters' g */
     int (*backward)(pd_layer *l);
     void (*free)(pd_layer *l);
 } pd_layer_ops;
@@ -94,6 +95,7 @@ struct pd_layer {
     int rows;               /* rows of out: n, or the ids of a sequence */
     int cap_rows;
     float *out, *grad;      /* [rows, size] on the backend (grad: NULL for data) */
+    int grad_stale;         /* grad still holds the last backward's: not yet written in this one */
     int32_t *ids;           /* id data layers: rows ids on the backend */
     int32_t *offsets;       /* sequences: n + 1 offsets on the backend */
     const int32_t *h_ids;   /* the same on the host */
@@ -221,6 +223,24 @@ static inline float pd_param_grad_beta(pd_param *p)
     float beta = p->g_stale ? 0.f : 1.f;
     p->g_stale = 0;
     return beta;
+}
+/* The beta with which a layer adds its share into input x's gradient: 0 for
+ * the first share of a backward (grad held the last step's, not zeros), 1
+ * for the shares after it. Layers' gradients are not zeroed before a
+ * backward: their first writer overwrites them. */
+static inline float pd_layer_grad_beta(pd_layer *x)
+{
+    float beta = x->grad_stale ? 0.f : 1.f;
+    x->grad_stale = 0;
+    return beta;
+}
+/* x's gradient for a writer that can only add into it: zeroed first if no
+ * layer has written it in this backward. */
+static inline float *pd_layer_grad_acc(pd_layer *x)
+{
+    if (x->grad && x->grad_stale) x->be->zero(x->grad, (size_t)x->rows * x->size * sizeof(float));
+    x->grad_stale = 0;
+    return x->grad;
 }
 /* Whether the layer computing dense parameter p's gradient applies plain
  * SGD itself, as part of that product: *alpha (-lr) times the product added

@@ -43,8 +43,13 @@ static int backward(pd_layer *l)
 {
     pd_layer *x = l->in[0];
     if (!x->grad) return 0;
-    l->be->seq_pool_backward(pool_of(l), x->grad, l->grad, x->offsets, l->n, l->size,
-                             pool_of(l) == PD_POOL_MAX ? l->iscratch : NULL);
+    /* max pooling adds into the rows it picked only: the others need zeros */
+    int max = pool_of(l) == PD_POOL_MAX, acc = 1;
+    if (max)
+        pd_layer_grad_acc(x);
+    else
+        acc = pd_layer_grad_beta(x) != 0.f;
+    l->be->seq_pool_backward(pool_of(l), x->grad, l->grad, x->offsets, l->n, l->size, max ? l->iscratch : NULL, acc);
     return 0;
 }
 

@@ -22,7 +22,7 @@ static int forward(pd_layer *l)
 static int backward(pd_layer *l)
 {
     pd_layer *x = l->in[0], *y = l->in[1];
-    if (x->grad) l->be->sigmoid_xent_backward(x->grad, x->out, y->out, l->rows, x->size);
+    if (x->grad) l->be->sigmoid_xent_backward(pd_layer_grad_acc(x), x->out, y->out, l->rows, x->size);
     return 0;
 }
 

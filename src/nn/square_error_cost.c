@@ -15,10 +15,10 @@ static int forward(pd_layer *l)
 static int backward(pd_layer *l)
 {
     pd_layer *p = l->in[0], *y = l->in[1];
-    if (p->grad) l->be->square_error_backward(p->grad, p->out, y->out, l->rows, p->size);
+    if (p->grad) l->be->square_error_backward(pd_layer_grad_acc(p), p->out, y->out, l->rows, p->size);
     /* the label may be a layer too (nn.square_error_cost takes any two dense
      * layers); the cost is symmetric, so its gradient is the same op swapped */
-    if (y->grad) l->be->square_error_backward(y->grad, y->out, p->out, l->rows, p->size);
+    if (y->grad) l->be->square_error_backward(pd_layer_grad_acc(y), y->out, p->out, l->rows, p->size);
     return 0;
 }
 

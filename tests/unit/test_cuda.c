@@ -459,10 +459,12 @@ PD_TEST(cuda_seq_pool)
             snprintf(what, sizeof what, "seq_pool %s forward, dim %d", pool_names[pool], dim);
             SAME(what, out);
             if (pool == PD_POOL_MAX) SAME_INTS("seq_pool max argmax", am);
-            cpu->seq_pool_backward(pool, din.h, dout.h, o.h, n, dim, amh);
-            gpu->seq_pool_backward(pool, din.d, dout.d, o.d, n, dim, amd);
-            snprintf(what, sizeof what, "seq_pool %s backward, dim %d", pool_names[pool], dim);
-            SAME(what, din);
+            for (int acc = 0; acc < 2; acc++) {
+                cpu->seq_pool_backward(pool, din.h, dout.h, o.h, n, dim, amh, acc);
+                gpu->seq_pool_backward(pool, din.d, dout.d, o.d, n, dim, amd, acc);
+                snprintf(what, sizeof what, "seq_pool %s backward, dim %d, acc %d", pool_names[pool], dim, acc);
+                SAME(what, din);
+            }
             ifree(o);
             ifree(am);
             pfree(in);
@@ -499,12 +501,13 @@ PD_TEST(cuda_cos_sim)
         cpu->cos_sim_forward(out.h, a.h, b.h, rows, dim, 2.5f);
         gpu->cos_sim_forward(out.d, a.d, b.d, rows, dim, 2.5f);
         SAME("cos_sim forward", out);
-        for (int which = 0; which < 3; which++) { /* both, da only, db only */
+        for (int which = 0; which < 12; which++) { /* both, da only, db only; each written or added to */
             pair da = rnd(n, -1, 1), db = rnd(n, -1, 1);
-            cpu->cos_sim_backward(which == 2 ? NULL : da.h, which == 1 ? NULL : db.h, a.h, b.h, out.h, dout.h, rows,
-                                  dim, 2.5f);
-            gpu->cos_sim_backward(which == 2 ? NULL : da.d, which == 1 ? NULL : db.d, a.d, b.d, out.d, dout.d, rows,
-                                  dim, 2.5f);
+            int acc_a = which / 3 & 1, acc_b = which / 6 & 1;
+            cpu->cos_sim_backward(which % 3 == 2 ? NULL : da.h, which % 3 == 1 ? NULL : db.h, a.h, b.h, out.h, dout.h,
+                                  rows, dim, 2.5f, acc_a, acc_b);
+            gpu->cos_sim_backward(which % 3 == 2 ? NULL : da.d, which % 3 == 1 ? NULL : db.d, a.d, b.d, out.d, dout.d,
+                                  rows, dim, 2.5f, acc_a, acc_b);
             SAME("cos_sim backward da", da);
             SAME("cos_sim backward db", db);
             pfree(da);

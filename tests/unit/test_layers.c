@@ -317,12 +317,23 @@ static void report(const char *what, const stats *st)
                TOL, st->max_grad);
 }
 
+/* NaN in every layer's gradient: a backward must write each before it
+ * reads it (they are not zeroed), or the NaN shows in what it computes. */
+static void poison_layer_grads(pd_net *net)
+{
+    for (int i = 0; i < net->nlayers; i++) {
+        pd_layer *l = &net->layers[i];
+        for (int j = 0; l->grad && j < l->rows * l->size; j++) l->grad[j] = NAN;
+    }
+}
+
 /* Forward and backward once, then check every parameter gradient and the
  * gradient into every live non-data layer below the cost. */
 static void gradcheck(pd_net *net)
 {
     char what[96];
     fwd(net);
+    poison_layer_grads(net);
     pd_net_backward(net);
 
     for (int pi = 0; pi < net->nparams; pi++) {
@@ -1577,8 +1588,9 @@ PD_TEST(add_forward_and_shapes)
 }
 
 /* cos_sim's backward, its gradients 8 floats wide where the CPU has AVX2,
- * gives bit for bit what the plain loop gives (its sums stay in order). */
-PD_TEST(cpu_cos_sim_backward_is_the_plain_loop_bit_for_bit)
+ * gives bit for bit what the plain loop gives (its sums stay in order),
+ * written into da and db or added to them. */
+static void cos_sim_backward_is_the_plain_loop(int acc)
 {
     enum { ROWS = 5, DIM = 37, N = ROWS * DIM };
     static float a[N], b[N], da[N], db[N], ra[N], rb[N], dout[ROWS];
@@ -1591,7 +1603,7 @@ PD_TEST(cpu_cos_sim_backward_is_the_plain_loop_bit_for_bit)
     }
     for (int r = 0; r < ROWS; r++) dout[r] = (float)(pd_rng_uniform(&rng) * 2 - 1);
     const float scale = 5, eps = 1e-8f;
-    pd_backend_cpu.cos_sim_backward(da, db, a, b, NULL, dout, ROWS, DIM, scale);
+    pd_backend_cpu.cos_sim_backward(da, db, a, b, NULL, dout, ROWS, DIM, scale, acc, acc);
     for (int r = 0; r < ROWS; r++) {
         const float *x = a + r * DIM, *y = b + r * DIM;
         float xy = 0, xx = 0, yy = 0;
@@ -1603,10 +1615,17 @@ PD_TEST(cpu_cos_sim_backward_is_the_plain_loop_bit_for_bit)
         float nx = sqrtf(xx), ny = sqrtf(yy), den = nx * ny + eps, g = dout[r] * scale;
         float kx = nx > 0 ? xy * ny / (nx * den * den) : 0, ky = ny > 0 ? xy * nx / (ny * den * den) : 0;
         for (int c = 0; c < DIM; c++) {
-            ra[r * DIM + c] += g * (y[c] / den - kx * x[c]);
-            rb[r * DIM + c] += g * (x[c] / den - ky * y[c]);
+            float ga = g * (y[c] / den - kx * x[c]), gb = g * (x[c] / den - ky * y[c]);
+            ra[r * DIM + c] = acc ? ra[r * DIM + c] + ga : ga;
+            rb[r * DIM + c] = acc ? rb[r * DIM + c] + gb : gb;
         }
     }
     CHECK(memcmp(da, ra, sizeof da) == 0);
     CHECK(memcmp(db, rb, sizeof db) == 0);
+}
+
+PD_TEST(cpu_cos_sim_backward_is_the_plain_loop_bit_for_bit)
+{
+    cos_sim_backward_is_the_plain_loop(0);
+    cos_sim_backward_is_the_plain_loop(1);
 }
