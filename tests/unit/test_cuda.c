@@ -90,6 +90,14 @@ static pair rnd(size_t n, float lo, float hi)
     return p;
 }
 
+/* NaN in p on both sides: what a kernel that writes (acc 0) leaves
+ * unwritten then fails the comparison */
+static void fill_nan(pair p)
+{
+    for (size_t i = 0; i < p.n; i++) p.h[i] = NAN;
+    gpu->upload(p.d, p.h, p.n * sizeof(float));
+}
+
 static pair zeros(size_t n)
 {
     pair p = {pd_xcalloc(n ? n : 1, sizeof(float)), NULL, n};
@@ -460,6 +468,7 @@ PD_TEST(cuda_seq_pool)
             SAME(what, out);
             if (pool == PD_POOL_MAX) SAME_INTS("seq_pool max argmax", am);
             for (int acc = 0; acc < 2; acc++) {
+                if (!acc && pool != PD_POOL_MAX) fill_nan(din); /* max pooling adds whatever acc is */
                 cpu->seq_pool_backward(pool, din.h, dout.h, o.h, n, dim, amh, acc);
                 gpu->seq_pool_backward(pool, din.d, dout.d, o.d, n, dim, amd, acc);
                 snprintf(what, sizeof what, "seq_pool %s backward, dim %d, acc %d", pool_names[pool], dim, acc);
@@ -504,6 +513,8 @@ PD_TEST(cuda_cos_sim)
         for (int which = 0; which < 12; which++) { /* both, da only, db only; each written or added to */
             pair da = rnd(n, -1, 1), db = rnd(n, -1, 1);
             int acc_a = which / 3 & 1, acc_b = which / 6 & 1;
+            if (!acc_a && which % 3 != 2) fill_nan(da);
+            if (!acc_b && which % 3 != 1) fill_nan(db);
             cpu->cos_sim_backward(which % 3 == 2 ? NULL : da.h, which % 3 == 1 ? NULL : db.h, a.h, b.h, out.h, dout.h,
                                   rows, dim, 2.5f, acc_a, acc_b);
             gpu->cos_sim_backward(which % 3 == 2 ? NULL : da.d, which % 3 == 1 ? NULL : db.d, a.d, b.d, out.d, dout.d,
@@ -513,6 +524,12 @@ PD_TEST(cuda_cos_sim)
             pfree(da);
             pfree(db);
         }
+        pair d = rnd(n, -1, 1); /* da and db one buffer: a's share written, b's added */
+        fill_nan(d);
+        cpu->cos_sim_backward(d.h, d.h, a.h, b.h, out.h, dout.h, rows, dim, 2.5f, 0, 1);
+        gpu->cos_sim_backward(d.d, d.d, a.d, b.d, out.d, dout.d, rows, dim, 2.5f, 0, 1);
+        SAME("cos_sim backward into one buffer", d);
+        pfree(d);
         pfree(a);
         pfree(b);
         pfree(out);

@@ -668,6 +668,25 @@ PD_TEST(grad_shared_inputs)
     check_model_fair(&m, 5, 101, cos_fair);
 }
 
+/* One layer taking the same input twice (add, concat), beside another user
+ * of it: the first share is written, the others added. */
+PD_TEST(grad_same_input_twice)
+{
+    model m;
+    model_init(&m);
+    int x = add_data(&m, "x", "dense", 3);
+    int y = add_data(&m, "y", "dense", 2);
+    int h = add_fc(&m, "h", x, 4, "tanh");
+    int twice = add_layer(&m, "add", "twice", 4, h, h);
+    int cat = add_layer(&m, "concat", "cat", 8, h, h);
+    int g = add_fc(&m, "g", h, 3, "tanh");
+    int both = add_layer(&m, "concat", "both", 12, twice, cat);
+    int all = add_layer(&m, "concat", "all", 15, both, g);
+    int o = add_fc(&m, "out", all, 2, "linear");
+    add_cost(&m, "square_error_cost", o, y);
+    check_model(&m, 5, 41);
+}
+
 /* What pd_net.grad_ready saw: per parameter, how often it was grads_seen, in
  * which order, and its gradient then. */
 typedef struct grads_seen {
@@ -967,7 +986,7 @@ PD_TEST(row_ops_cut_between_threads)
 PD_TEST(cpu_gemm_cut_matches_whole)
 {
     const pd_backend *be = &pd_backend_cpu;
-    static const int shapes[][3] = {{128, 512, 784}, {784, 512, 128}, {130, 33, 1000}, {37, 700, 300}};
+    static const int shapes[][3] = {{128, 512, 784}, {784, 512, 128}, {130, 33, 1000}, {37, 700, 300}, {5, 4, 3}};
     uint64_t rng = 11;
     for (size_t s = 0; s < PD_COUNT(shapes); s++)
         for (int t = 0; t < 8; t++) {
@@ -977,14 +996,15 @@ PD_TEST(cpu_gemm_cut_matches_whole)
             float *c1 = malloc((size_t)m * n * sizeof *c1), *c2 = malloc((size_t)m * n * sizeof *c2);
             for (size_t i = 0; i < (size_t)m * k; i++) a[i] = (float)(pd_rng_uniform(&rng) - 0.5);
             for (size_t i = 0; i < (size_t)k * n; i++) b[i] = (float)(pd_rng_uniform(&rng) - 0.5);
-            for (size_t i = 0; i < (size_t)m * n; i++) c1[i] = c2[i] = (float)pd_rng_uniform(&rng);
+            /* beta 0: C is not read (a layer's gradient holds the last step's) */
+            for (size_t i = 0; i < (size_t)m * n; i++) c1[i] = c2[i] = beta == 0 ? NAN : (float)pd_rng_uniform(&rng);
             int lda = ta ? m : k, ldb = tb ? k : n;
             pd_blas_threads(3); /* cut in three */
             be->gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, beta, c1, n);
             pd_blas_threads(1); /* whole */
             be->gemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, beta, c2, n);
             for (size_t i = 0; i < (size_t)m * n; i++)
-                if (fabsf(c1[i] - c2[i]) > 1e-6f * (float)k)
+                if (!(fabsf(c1[i] - c2[i]) <= 1e-6f * (float)k))
                     pd_test_fail(__FILE__, __LINE__, "%dx%dx%d ta %d tb %d beta %g: element %zu %.9g != %.9g", m, n,
                                  k, ta, tb, beta, i, c1[i], c2[i]);
             free(a);
@@ -1628,4 +1648,23 @@ PD_TEST(cpu_cos_sim_backward_is_the_plain_loop_bit_for_bit)
 {
     cos_sim_backward_is_the_plain_loop(0);
     cos_sim_backward_is_the_plain_loop(1);
+}
+
+/* da and db one buffer (cos_sim of a layer's output with itself, through
+ * two inputs): a's share is written first, b's added to it. */
+PD_TEST(cpu_cos_sim_backward_into_one_buffer)
+{
+    enum { ROWS = 4, DIM = 19, N = ROWS * DIM };
+    static float a[N], b[N], d[N], ra[N], rb[N], dout[ROWS];
+    uint64_t rng = 5;
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)(pd_rng_uniform(&rng) * 2 - 1);
+        b[i] = (float)(pd_rng_uniform(&rng) * 2 - 1);
+        d[i] = NAN;
+    }
+    for (int r = 0; r < ROWS; r++) dout[r] = (float)(pd_rng_uniform(&rng) * 2 - 1);
+    pd_backend_cpu.cos_sim_backward(ra, NULL, a, b, NULL, dout, ROWS, DIM, 3, 0, 0);
+    pd_backend_cpu.cos_sim_backward(NULL, rb, a, b, NULL, dout, ROWS, DIM, 3, 0, 0);
+    pd_backend_cpu.cos_sim_backward(d, d, a, b, NULL, dout, ROWS, DIM, 3, 0, 1);
+    for (int i = 0; i < N; i++) CHECK(d[i] == ra[i] + rb[i]);
 }
