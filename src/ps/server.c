@@ -762,30 +762,80 @@ static int has_line(const char *text, const char *line, size_t n)
     return 0;
 }
 
-/* The first "layout" line of a shard's text that this job's digest text
- * (mine) lacks into a, and the first of mine that the shard lacks into b;
- * 0 when the shard has none (written before they were kept). */
-static int layout_difference(const char *text, const char *mine, char *a, size_t na, char *b, size_t nb)
+/* A shard's "layout" lines, each ended by a newline: the digest text of
+ * the job that wrote it ("" in a shard written before they were kept). */
+static char *shard_layout(const char *text)
 {
-    char *saved = pd_xstrdup(""); /* the shard's layout lines, as mine are */
+    char *saved = pd_xstrdup("");
     size_t len = 0;
-    a[0] = b[0] = '\0';
     for (const char *p = text; (p = strstr(p, "\nlayout ")); p += 8) {
         size_t n = strcspn(p + 8, "\n");
-        if (!a[0] && !has_line(mine, p + 8, n)) snprintf(a, na, "%.*s", (int)n, p + 8);
         saved = pd_xrealloc(saved, len + n + 2);
         memcpy(saved + len, p + 8, n);
         len += n;
         saved[len++] = '\n';
         saved[len] = '\0';
     }
-    for (const char *q = mine; len && *q && !b[0];) {
+    return saved;
+}
+
+/* The first line of a shard's layout (saved) that this job's digest text
+ * (mine) lacks into a, and the first of mine that the shard lacks into b. */
+static void layout_difference(const char *saved, const char *mine, char *a, size_t na, char *b, size_t nb)
+{
+    a[0] = b[0] = '\0';
+    for (const char *q = saved; *q && !a[0];) {
+        size_t k = strcspn(q, "\n");
+        if (!has_line(mine, q, k)) snprintf(a, na, "%.*s", (int)k, q);
+        q += k + (q[k] == '\n');
+    }
+    for (const char *q = mine; *q && !b[0];) {
         size_t k = strcspn(q, "\n");
         if (!has_line(saved, q, k)) snprintf(b, nb, "%.*s", (int)k, q);
         q += k + (q[k] == '\n');
     }
-    free(saved);
-    return len > 0;
+}
+
+/* The last line of the digest text t: the optimizer's, "opt KIND
+ * settings..." (layout.c writes it last), or "" where t has none. */
+static const char *opt_line(const char *t, size_t *n)
+{
+    size_t len = strlen(t);
+    if (len && t[len - 1] == '\n') len--;
+    const char *line = t + len;
+    while (line > t && line[-1] != '\n') line--;
+    *n = (size_t)(t + len - line);
+    return *n > 4 && !strncmp(line, "opt ", 4) ? line : "";
+}
+
+/* Whether the digest texts a (a shard's) and b (this job's) differ in the
+ * optimizer's settings alone, not its kind: the shard's arrays are the
+ * same then. */
+static int opt_settings_only(const char *a, const char *b)
+{
+    size_t na, nb;
+    const char *oa = opt_line(a, &na), *ob = opt_line(b, &nb);
+    if (!*oa || !*ob || oa - a != ob - b || strncmp(a, b, (size_t)(oa - a)) != 0) return 0;
+    size_t ka = 4 + strcspn(oa + 4, " \n"), kb = 4 + strcspn(ob + 4, " \n");
+    return ka == kb && !strncmp(oa, ob, ka);
+}
+
+/* The optimizer settings that differ between a shard's "opt" line (was)
+ * and this job's (now), named into buf: "learning_rate 0.001 -> 0.0005". */
+static void opt_changes(const char *was, const char *now, char *buf, size_t n)
+{
+    static const char *const names[] = {"learning_rate", "momentum", "beta1", "beta2",
+                                        "epsilon",       "rho",      "weight_decay", "nesterov"};
+    char a[8][32], b[8][32];
+    int na = sscanf(was, "opt %*s %31s %31s %31s %31s %31s %31s %31s %31s", a[0], a[1], a[2], a[3], a[4], a[5],
+                    a[6], a[7]);
+    int nb = sscanf(now, "opt %*s %31s %31s %31s %31s %31s %31s %31s %31s", b[0], b[1], b[2], b[3], b[4], b[5],
+                    b[6], b[7]);
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < 8 && i < na && i < nb && len < n; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            len += (size_t)snprintf(buf + len, n - len, "%s%s %s -> %s", len ? ", " : "", names[i], a[i], b[i]);
 }
 
 /* Write the shard for step into CHECKPOINT_DIR/ckpt-<step>/pserver-N:
@@ -884,14 +934,44 @@ static int shard_counters(server *s, const char *dir, const char *text)
     return 0;
 }
 
+/* A shard whose digest is not this job's: PD_EINVAL naming what differs,
+ * or 1 where its optimizer's settings alone do (a lower learning rate on a
+ * resume: the state arrays are the same, and the recipe's settings rule),
+ * named into changes. The shard's layout lines must be what its digest is
+ * of. */
+static int other_layout(server *s, const char *dir, const char *text, const char *digest, char *changes, size_t n)
+{
+    char *saved = shard_layout(text), hex[65], was[160], now[160];
+    uint8_t md[32];
+    pd_sha256(saved, strlen(saved), md);
+    pd_hex(md, 32, hex);
+    int rc = 0;
+    if (!saved[0] || strcmp(hex, digest) != 0) {
+        rc = pd_err_set(PD_EINVAL, "%s was saved for a different model or optimizer", dir);
+    } else if (!opt_settings_only(saved, s->lay.digest_text)) {
+        layout_difference(saved, s->lay.digest_text, was, sizeof was, now, sizeof now);
+        rc = pd_err_set(PD_EINVAL, "%s was saved for a different model or optimizer: it has '%s' where this job has "
+                        "'%s'", dir, was[0] ? was : "(nothing)", now[0] ? now : "(nothing)");
+    } else {
+        size_t na, nb;
+        const char *a = opt_line(saved, &na), *b = opt_line(s->lay.digest_text, &nb);
+        snprintf(was, sizeof was, "%.*s", (int)na, a);
+        snprintf(now, sizeof now, "%.*s", (int)nb, b);
+        opt_changes(was, now, changes, n);
+        rc = 1;
+    }
+    free(saved);
+    return rc;
+}
+
 /* A shard's header against this job: PD_EINVAL where another job's (its
  * pservers, model, optimizer or trainers differ), PD_EDATA where malformed
  * or not of step (step >= 0: the step its directory is named by). Sets
  * *steps. */
 static int check_shard_header(server *s, const char *dir, const char *text, long step, long *steps)
 {
-    int id = -1, np = -1, nt = -1;
-    char digest[80] = "", want[65];
+    int id = -1, np = -1, nt = -1, settings = 0;
+    char digest[80] = "", want[65], changes[256];
     pd_hex(s->lay.digest, 32, want);
     const char *p = strstr(text, "\ntrainers ");
     if (p) nt = atoi(p + 10);
@@ -900,12 +980,8 @@ static int check_shard_header(server *s, const char *dir, const char *text, long
     if (id != s->o->id || np != s->o->npservers)
         return pd_err_set(PD_EINVAL, "%s holds the shard of pserver %d of %d, this is pserver %d of %d", dir, id, np,
                           s->o->id, s->o->npservers);
-    char was[160], now[160];
-    if (strcmp(digest, want) != 0 && layout_difference(text, s->lay.digest_text, was, sizeof was, now, sizeof now))
-        return pd_err_set(PD_EINVAL, "%s was saved for a different model or optimizer: it has '%s' where this job "
-                          "has '%s'", dir, was[0] ? was : "(nothing)", now[0] ? now : "(nothing)");
-    if (strcmp(digest, want) != 0)
-        return pd_err_set(PD_EINVAL, "%s was saved for a different model or optimizer", dir);
+    if (strcmp(digest, want) != 0 && (settings = other_layout(s, dir, text, digest, changes, sizeof changes)) < 0)
+        return settings;
     const char *bs = strstr(text, "\nbatch_size ");
     if (bs && step >= 0 && atoi(bs + 12) != s->r->batch_size) /* a resume, not --init_shard's parameters */
         return pd_err_set(PD_EINVAL, "%s was saved by a job of batch_size %d, this one has %d (its trainers' places "
@@ -915,6 +991,8 @@ static int check_shard_header(server *s, const char *dir, const char *text, long
                           s->o->ntrainers);
     if (step >= 0 && *steps != step)
         return pd_err_set(PD_EDATA, "%s/shard.txt is of step %ld, its checkpoint of step %ld", dir, *steps, step);
+    if (settings)
+        PD_WARN("%s was saved with other optimizer settings; this job goes on with the recipe's: %s", dir, changes);
     return 0;
 }
 

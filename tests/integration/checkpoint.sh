@@ -8,7 +8,7 @@ PY=/usr/bin/python3
 cp "$ROOT/recipes/fit_a_line.lua" .
 one="--pservers=1 --trainers=1"
 
-# one trainer: 9 batches a pass, 180 steps; a checkpoint every 20 steps, the last 2 kept
+# one trainer: 21 batches a pass, 420 steps; a checkpoint every 20 steps, the last 2 kept
 run_capture "$PADDLE" run fit_a_line.lua $one --passes=20 --checkpoint_dir=ckpt --checkpoint_period=20 --save_dir=out1 --log_period=1000
 last=$(ls -d ckpt/ckpt-* 2>/dev/null | sed 's/.*ckpt-//' | sort -n | tail -n 1)
 if [ $rc -eq 0 ] && [ "$(ls -d ckpt/ckpt-* | wc -l)" -eq 2 ] && [ -f ckpt/ckpt-$last/complete ] &&
@@ -58,6 +58,40 @@ run_capture "$PADDLE" pserver fit_a_line.lua $one --batch_size=7 --pserver_id=0 
 if [ $rc -ne 0 ] && grep -q "was saved by a job of batch_size [0-9]*, this one has 7" <<<"$out"
 then pass shard_of_other_batch_size_refused
 else fail shard_of_other_batch_size_refused "rc $rc: $out"; fi
+
+# a resume with the optimizer's settings changed, not its kind (a lower
+# learning rate): the shard's state fits, so the job goes on at the new
+# rate, and says so; another kind of optimizer, or another mode beside the
+# new rate, is still refused
+sed 's/learning_rate = 0.001/learning_rate = 0.0005/' fit_a_line.lua >lower_lr.lua
+sed 's/nn.sgd {/nn.adam {/' lower_lr.lua >adam.lua
+if grep -q 'learning_rate = 0.0005' lower_lr.lua && grep -q 'nn.adam {' adam.lua; then
+    cp -r ckpt ckpt_lr
+    cp -r ckpt ckpt_same
+    run_capture "$PADDLE" run fit_a_line.lua $one --passes=22 --checkpoint_dir=ckpt_same --checkpoint_period=20 \
+        --save_dir=out_same --log_period=1000 --resume
+    run_capture "$PADDLE" run lower_lr.lua $one --passes=22 --checkpoint_dir=ckpt_lr --checkpoint_period=20 \
+        --save_dir=out_lr --log_period=1000 --resume
+    # the same checkpoint, trained on at both rates: the new rate is used
+    if [ $rc -eq 0 ] && grep -q "resuming from checkpoint ckpt_lr/ckpt-$last" <<<"$out" &&
+        grep -q "was saved with other optimizer settings; this job goes on with the recipe's: learning_rate 0.001 -> 0.0005" <<<"$out" &&
+        [ -f out_lr/pass-00020/fc_0.w_0.npy ] && [ -f out_same/pass-00021/fc_0.w_0.npy ] &&
+        ! cmp -s out_lr/pass-00021/fc_0.w_0.npy out_same/pass-00021/fc_0.w_0.npy
+    then pass resume_with_a_lower_learning_rate
+    else fail resume_with_a_lower_learning_rate "rc $rc: $(tail -n 5 <<<"$out")"; fi
+    run_capture "$PADDLE" run adam.lua $one --passes=24 --checkpoint_dir=ckpt_lr --checkpoint_period=20 --save_dir=out_adam --resume
+    if [ $rc -ne 0 ] && grep -q "saved for a different model or optimizer: it has 'opt sgd 0.0005 [^']*' where this job has 'opt adam 0.0005 " <<<"$out"
+    then pass resume_with_another_optimizer_refused
+    else fail resume_with_another_optimizer_refused "rc $rc: $(tail -n 5 <<<"$out")"; fi
+    run_capture "$PADDLE" run fit_a_line.lua $one --mode=async --passes=24 --checkpoint_dir=ckpt_lr --checkpoint_period=20 \
+        --save_dir=out_async --resume
+    if [ $rc -ne 0 ] && grep -q "saved for a different model or optimizer: it has 'paddle-layout 1 block [0-9]* mode sync' where this job has 'paddle-layout 1 block [0-9]* mode async'" <<<"$out" &&
+        ! grep -q "other optimizer settings" <<<"$out"
+    then pass resume_with_another_mode_and_rate_refused
+    else fail resume_with_another_mode_and_rate_refused "rc $rc: $(tail -n 5 <<<"$out")"; fi
+else
+    fail resume_with_a_lower_learning_rate "the recipe's optimizer line was not found (lower_lr.lua, adam.lua)"
+fi
 
 # a shard of an earlier version (one .npy file per array, "file NAME SUM"
 # lines; tests/integration/data/ckpt-v1, saved after 20 passes) still loads
