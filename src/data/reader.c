@@ -675,7 +675,7 @@ static int bad_line(pd_reader *rd)
     }
     /* the same lines again in every pass: counted and said in the first */
     if (rd->one_pass_read) return 0;
-    if (rd->skipped < 10) PD_WARN("skipping: %s", pd_err_msg());
+    if (rd->skipped < 10 && !rd->o.quiet) PD_WARN("skipping: %s", pd_err_msg());
     rd->skipped++;
     return 0;
 }

@@ -58,6 +58,8 @@ typedef struct pd_reader_opts {
     const unsigned char *need;
     const char *where;  /* where the data was named, for an error opening it
                          * ("option --input"); NULL: data.train or data.test */
+    int quiet;          /* malformed lines skipped are counted, not logged
+                         * (a reader opened again over lines already said) */
 } pd_reader_opts;
 
 typedef struct pd_reader pd_reader;

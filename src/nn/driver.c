@@ -17,13 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size)
-{
-    return pd_open_reader_at(rd, r, part, share, nshares, batch_size, 0);
-}
-
-int pd_open_reader_at(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size,
-                      int first_pass)
+static pd_reader_opts reader_opts(const pd_recipe *r, int part, int share, int nshares, int batch_size)
 {
     pd_reader_opts o = {
         .part = part,
@@ -33,8 +27,20 @@ int pd_open_reader_at(pd_reader **rd, const pd_recipe *r, int part, int share, i
         .shuffle = part == PD_PART_TRAIN ? r->shuffle_buffer : 0,
         .seed = (uint64_t)r->seed + (uint64_t)share * 1000003u,
         .passes = r->passes,
-        .first_pass = first_pass,
     };
+    return o;
+}
+
+int pd_open_reader(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size)
+{
+    return pd_open_reader_at(rd, r, part, share, nshares, batch_size, 0);
+}
+
+int pd_open_reader_at(pd_reader **rd, const pd_recipe *r, int part, int share, int nshares, int batch_size,
+                      int first_pass)
+{
+    pd_reader_opts o = reader_opts(r, part, share, nshares, batch_size);
+    o.first_pass = first_pass;
     return pd_reader_open(rd, r, &o);
 }
 
@@ -189,7 +195,9 @@ static int reopen_test(pd_driver *d)
 {
     pd_reader_close(d->test);
     d->test = NULL;
-    int rc = pd_open_reader(&d->test, d->r, PD_PART_TEST, 0, 1, d->r->batch_size);
+    pd_reader_opts o = reader_opts(d->r, PD_PART_TEST, 0, 1, d->r->batch_size);
+    o.quiet = 1; /* its malformed lines were logged in the pass before */
+    int rc = pd_reader_open(&d->test, d->r, &o);
     if (rc < 0) return rc;
     pd_reader_set_tick(d->test, d->net->tick, d->net->tick_ctx);
     return 0;
@@ -351,6 +359,14 @@ static int end_pass(pd_driver *d, pass_state *s, pd_keep *keep)
         PD_WARN("%ld malformed line%s skipped in each pass (data.on_error = \"skip\")", skipped,
                 skipped > 1 ? "s" : "");
     d->skipped = skipped;
+    /* the test part of one file (uci_housing, data.test the same file)
+     * skips the lines said above */
+    int own_file = d->r->test && d->r->train && strcmp(d->r->test, d->r->train) != 0;
+    long tskipped = d->save && d->test && own_file ? pd_reader_skipped(d->test) : 0;
+    if (tskipped > d->test_skipped)
+        PD_WARN("%ld malformed line%s skipped in the test data each time it is read (data.on_error = \"skip\")",
+                tskipped, tskipped > 1 ? "s" : "");
+    if (tskipped > d->test_skipped) d->test_skipped = tskipped;
     return 0;
 }
 

@@ -57,6 +57,7 @@ typedef struct pd_driver {
     void *ctx;
     long steps;             /* out: steps done */
     long skipped;           /* malformed lines said skipped in each pass (data.on_error = "skip") */
+    long test_skipped;      /* the same of the test data */
     int start_pass;         /* resume: the first pass, and the batches of it */
     int start_batch;        /* already trained (read and skipped) */
     long step0;             /* resume: the steps before start_pass (the curves' x) */
