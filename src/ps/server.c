@@ -1373,6 +1373,10 @@ static int on_pass_end(server *s, waiter me, int T, pd_frame *f)
     s->ended_batch[T] = f->b;
     s->batches_total += f->b;
     s->npass_ended++;
+    /* a checkpoint whose SAVEs came here before this trainer ended its
+     * pass (a pserver the step did not need this trainer's push on: one
+     * with no blocks or tables) waited for it: it counts no more */
+    if (s->nsave > 0 && s->npass_ended < s->o->ntrainers) save_barrier(s);
     if (s->npass_ended == s->o->ntrainers) {
         double secs = pd_now() - s->pass_started;
         if (s->lay.ntables)

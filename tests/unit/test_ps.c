@@ -147,9 +147,9 @@ static void header(uint8_t *h, int type, uint32_t len, uint32_t a, uint32_t b, u
     memcpy(h + 20, &sum, 4);
 }
 
-/* A connection that completed the handshake (as trainer 0), proving the
- * secret `key`; with a wrong key the server must refuse and close. */
-static int handshake_with(int port, const pd_layout *lay, const uint8_t *key, int expect_ok)
+/* A connection that completed the handshake as trainer `trainer`, proving
+ * the secret `key`; with a wrong key the server must refuse and close. */
+static int handshake_as(int port, const pd_layout *lay, const uint8_t *key, int trainer, int expect_ok)
 {
     pd_conn c;
     pd_conn_init(&c, dial(port), PD_MAX_FRAME);
@@ -157,7 +157,7 @@ static int handshake_with(int port, const pd_layout *lay, const uint8_t *key, in
     memcpy(hello, job, PD_JOB_ID);
     memcpy(hello + PD_JOB_ID, lay->digest, 32);
     memcpy(hello + PD_JOB_ID + 32, cn, PD_NONCE);
-    pd_conn_queue(&c, PD_MSG_HELLO, 1, 0, hello, sizeof hello, NULL, 0);
+    pd_conn_queue(&c, PD_MSG_HELLO, 1, (uint32_t)trainer, hello, sizeof hello, NULL, 0);
     CHECK(pd_conn_send_all(&c, 5) == 0);
     pd_frame f;
     CHECK(pd_conn_recv(&c, &f, 5) == 0);
@@ -172,6 +172,11 @@ static int handshake_with(int port, const pd_layout *lay, const uint8_t *key, in
     c.fd = -1;
     pd_conn_free(&c);
     return fd;
+}
+
+static int handshake_with(int port, const pd_layout *lay, const uint8_t *key, int expect_ok)
+{
+    return handshake_as(port, lay, key, 0, expect_ok);
 }
 
 static int authed(int port, const pd_layout *lay)
@@ -1962,6 +1967,58 @@ PD_TEST(pserver_keeps_a_withdrawn_checkpoint_withdrawn)
     CHECK_EQ_INT(commit_answer(fd, 10, 1), 0);
     CHECK(!exists(dir, "ckpt-10/complete") && exists(dir, "ckpt-10/pserver-0/shard.txt"));
     close(fd);
+    kill(server, SIGTERM);
+    int status;
+    CHECK(waitpid(server, &status, 0) == server);
+    fixture_free(&x);
+    free(text);
+    free(dir);
+}
+
+/* A frame of type comes on c within secs, waiting no longer (heartbeats
+ * may come first): 1, or 0. */
+static int frame_within(pd_conn *c, int type, double secs)
+{
+    pd_frame f;
+    double end = pd_now() + secs;
+    while (pd_now() < end && pd_conn_recv(c, &f, end - pd_now()) == 0)
+        if (f.type == type) return 1;
+    return 0;
+}
+
+/* Sync, 2 trainers: trainer 1's SAVE of a checkpoint reached this pserver
+ * before trainer 0 ended its pass there (a pserver the step did not need
+ * trainer 0's push on, one with no blocks or tables: trainer 0's PASS_END
+ * to it can come after trainer 1's SAVE). The shard is written once
+ * trainer 0's PASS_END arrives, and trainer 1 hears SAVED: it waited for
+ * ever before, and so did trainer 0 for its PASS_DONE. */
+PD_TEST(pserver_saves_once_the_trainer_it_waited_for_ended_its_pass)
+{
+    char *dir = pd_xasprintf("%s/ck_pass_end", pd_test_dir());
+    char *text = pd_xasprintf("%ssettings { checkpoint_dir = '%s' }\n", recipe_text, dir);
+    fixture x;
+    fixture_load(&x, "ck_pass_end.lua", text);
+    int port;
+    server_env env = {.ntrainers = 2};
+    pid_t server = start_server_env(&x.r, &port, &env);
+    pd_conn one, zero;
+    pd_conn_init(&one, handshake_as(port, &x.lay, secret, 1, 1), PD_MAX_FRAME);
+    pd_conn_init(&zero, handshake_as(port, &x.lay, secret, 0, 1), PD_MAX_FRAME);
+    fcntl(one.fd, F_SETFL, O_NONBLOCK); /* its waits bounded by their timeouts */
+    fcntl(zero.fd, F_SETFL, O_NONBLOCK);
+    uint32_t where[2] = {0, 3}; /* pass 0, 3 batches done */
+    send_frame(one.fd, PD_MSG_SAVE, 5, 0, where, sizeof where);
+    CHECK(!frame_within(&one, PD_MSG_SAVED, 0.3)); /* trainer 0 still counts */
+    CHECK(!exists(dir, "ckpt-5/pserver-0/shard.txt"));
+    send_frame(zero.fd, PD_MSG_PASS_END, 0, 2, NULL, 0);
+    CHECK(frame_within(&one, PD_MSG_SAVED, 10));
+    CHECK(exists(dir, "ckpt-5/pserver-0/shard.txt"));
+    /* and the pass ends for both once trainer 1 ends it too */
+    send_frame(one.fd, PD_MSG_PASS_END, 0, 3, NULL, 0);
+    CHECK(frame_within(&zero, PD_MSG_PASS_DONE, 10));
+    CHECK(frame_within(&one, PD_MSG_PASS_DONE, 10));
+    pd_conn_free(&one);
+    pd_conn_free(&zero);
     kill(server, SIGTERM);
     int status;
     CHECK(waitpid(server, &status, 0) == server);
