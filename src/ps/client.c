@@ -441,6 +441,21 @@ static int saving_wait(pd_client *c)
  * *c->until is set when it is not NULL. Replies of a posted step
  * (c->inflight) and rows a pull left to the forward (c->rows_pending)
  * that come first are applied on the way. */
+static int on_ready(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
+static int on_pass_done(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
+static int on_decided(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
+static int on_saved(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
+
+/* What a long wait in exchange waits for, in the words of its note. */
+static const char *waiting_for(reply_fn fn)
+{
+    if (fn == on_ready) return "the parameters (trainer 0 sends them to the pservers first)";
+    if (fn == on_pass_done) return "the end of this pass (other trainers still in it?)";
+    if (fn == on_decided) return "trainer 0's word on early stopping (it tests the model after each pass)";
+    if (fn == on_saved) return "the checkpoint's shards (other trainers not at this checkpoint yet?)";
+    return "the step's answers (other trainers still in this step?)";
+}
+
 static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *ctx)
 {
     int n = c->np * c->nper;
@@ -493,7 +508,8 @@ static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *
                 goto out;
             }
             if (pd_now() - last_note > 30) {
-                PD_INFO("waiting for %d replies from the pservers (other trainers still in this step?)", *pending);
+                PD_INFO("waiting for %d repl%s from the pservers: %s", *pending, *pending == 1 ? "y" : "ies",
+                        waiting_for(fn));
                 last_note = pd_now();
             }
             continue;

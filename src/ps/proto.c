@@ -782,6 +782,9 @@ int pd_conn_offer_rings(pd_conn *c, double timeout_s)
     close(fd);
     pd_frame f;
     if (rc == 0) rc = pd_conn_recv(c, &f, deadline - pd_now());
+    /* the pserver heartbeats every connection past its handshake, this
+     * one too, and one may come before its answer */
+    while (rc == 0 && f.type == PD_MSG_HEARTBEAT) rc = pd_conn_recv(c, &f, deadline - pd_now());
     if (rc == 0 && f.type == PD_MSG_RING_OK && f.a == 1 && f.len == 0) {
         c->rings = r;
         return 1;
@@ -794,6 +797,8 @@ int pd_conn_offer_rings(pd_conn *c, double timeout_s)
                    f.len ? (char *)f.payload : "");
         return 0;
     }
+    if (f.type == PD_MSG_ERROR)
+        return pd_err_set(PD_EPROTO, "%.*s", (int)PD_MIN(f.len, 300), f.len ? (char *)f.payload : "");
     return pd_err_set(PD_EPROTO, "expected RING_OK, got %s", pd_msg_name(f.type));
 }
 

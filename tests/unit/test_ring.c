@@ -429,3 +429,34 @@ PD_TEST(ring_offers_of_memory_that_could_change_under_the_reader_are_refused)
     pd_conn_free(&r);
     CHECK_EQ_INT(open_fds(), before);
 }
+
+/* A trainer's offer of shared memory (pd_conn_offer_rings): the pserver
+ * heartbeats every connection past its handshake, and one may come before
+ * its answer: passed over, where it ended the trainer's start before. An
+ * ERROR in the answer's place is reported with its text. */
+PD_TEST(ring_offer_passes_over_heartbeats_before_the_answer)
+{
+    int before = open_fds();
+    pd_conn ps, tr;
+    pair(&ps, &tr, 0); /* the answers are in the socket before the offer goes */
+    CHECK(pd_conn_queue(&ps, PD_MSG_HEARTBEAT, 0, 0, NULL, 0, NULL, 0) == 0);
+    CHECK(pd_conn_queue(&ps, PD_MSG_HEARTBEAT, PD_HB_SAVING, 7, NULL, 0, NULL, 0) == 0);
+    CHECK(pd_conn_queue(&ps, PD_MSG_RING_OK, 1, 0, NULL, 0, NULL, 0) == 0);
+    CHECK(pd_conn_send_all(&ps, 5) == 0);
+    CHECK_EQ_INT(pd_conn_offer_rings(&tr, 5), 1);
+    CHECK(tr.rings != NULL);
+    pd_conn_free(&ps);
+    pd_conn_free(&tr);
+
+    static const char why[] = "trainer 0: no room for its rings";
+    pair(&ps, &tr, 0);
+    CHECK(pd_conn_queue(&ps, PD_MSG_HEARTBEAT, 0, 0, NULL, 0, NULL, 0) == 0);
+    CHECK(pd_conn_queue(&ps, PD_MSG_ERROR, (uint32_t)-PD_EPROTO, 0, why, sizeof why - 1, NULL, 0) == 0);
+    CHECK(pd_conn_send_all(&ps, 5) == 0);
+    CHECK(pd_conn_offer_rings(&tr, 5) < 0);
+    CHECK_CONTAINS(pd_err_msg(), why);
+    CHECK(tr.rings == NULL);
+    pd_conn_free(&ps);
+    pd_conn_free(&tr);
+    CHECK_EQ_INT(open_fds(), before);
+}
