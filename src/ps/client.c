@@ -68,7 +68,29 @@ int pd_endpoints_parse(const char *spec, int default_port, pd_endpoint **eps, in
  * endpoint is an address of this host (and the job allows it), over TCP
  * otherwise or when the Unix socket is not there (a pserver in another
  * network namespace behind a forwarded port, say). */
-static int try_connect(const pd_client *c, const char *host, int server, int port, const uint8_t *job)
+/* A TCP connect that waits at most wait_s for the peer's answer (a host
+ * that drops the connection's packets would hold a blocking connect for
+ * the kernel's 2 minutes of retries): the socket, or -1. */
+static int connect_within(const struct addrinfo *a, double wait_s)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) return fd;
+    int err = errno;
+    if (err == EINPROGRESS) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        socklen_t len = sizeof err;
+        err = ETIMEDOUT;
+        if (poll(&p, 1, (int)(wait_s * 1000) + 1) > 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+    }
+    if (err == 0) return fd;
+    close(fd);
+    return -1;
+}
+
+static int try_connect(const pd_client *c, const char *host, int server, int port, const uint8_t *job,
+                       double wait_s)
 {
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
     char ps[16];
@@ -80,11 +102,7 @@ static int try_connect(const pd_client *c, const char *host, int server, int por
     if (c->lay->unix_sockets && pd_addr_is_here(addr) && (fd = pd_unix_connect(job, server, addr, port)) < 0)
         fd = pd_unix_connect(job, server, htonl(INADDR_ANY), port);
     if (fd < 0) {
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
-            close(fd);
-            fd = -1;
-        }
+        fd = connect_within(res, wait_s);
         int one = 1;
         if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
@@ -127,7 +145,8 @@ static int queue(pd_client *c, pd_conn *k, int type, uint32_t a, uint32_t b, con
     return closed_why(c, i, pd_err_wrap(rc, "pserver %d", i / c->nper));
 }
 
-static int handshake(pd_client *c, pd_conn *k, int server, const uint8_t *secret, const uint8_t *job)
+/* Errors: what went wrong, without naming the pserver (open_conn does). */
+static int handshake(pd_client *c, pd_conn *k, int server, const uint8_t *secret, const uint8_t *job, double wait_s)
 {
     uint8_t hello[PD_JOB_ID + 32 + PD_NONCE], cn[PD_NONCE];
     if (pd_random(cn, PD_NONCE) < 0) return PD_EIO;
@@ -137,26 +156,27 @@ static int handshake(pd_client *c, pd_conn *k, int server, const uint8_t *secret
     pd_conn_queue(k, PD_MSG_HELLO, 1, (uint32_t)c->trainer, hello, sizeof hello, NULL, 0);
     int rc;
     pd_frame f;
-    if ((rc = pd_conn_send_all(k, c->timeout)) < 0 || (rc = pd_conn_recv(k, &f, c->timeout)) < 0) return rc;
+    if ((rc = pd_conn_send_all(k, wait_s)) < 0 || (rc = pd_conn_recv(k, &f, wait_s)) < 0) return rc;
     if (f.type == PD_MSG_ERROR)
-        return pd_err_set(PD_EAUTH, "pserver %d refused: %.*s", server, (int)PD_MIN(f.len, 300), (char *)f.payload);
+        return pd_err_set(PD_EAUTH, "refused: %.*s", (int)PD_MIN(f.len, 300), (char *)f.payload);
     if (f.type != PD_MSG_CHALLENGE || f.len != PD_NONCE + PD_MAC)
-        return pd_err_set(PD_EPROTO, "pserver %d: expected CHALLENGE", server);
+        return pd_err_set(PD_EPROTO, "expected CHALLENGE, got %s (is a paddle pserver listening there?)",
+                          pd_msg_name(f.type));
     uint8_t sn[PD_NONCE], want[PD_MAC];
     memcpy(sn, f.payload, PD_NONCE);
     pd_proof(secret, "pd-server", cn, sn, job, want);
     if (!pd_mac_equal(want, f.payload + PD_NONCE, PD_MAC))
-        return pd_err_set(PD_EAUTH, "pserver %d does not know the job secret: refusing to train with it", server);
+        return pd_err_set(PD_EAUTH, "it does not know the job secret: refusing to train with it");
     uint8_t proof[PD_MAC];
     pd_proof(secret, "pd-client", sn, cn, job, proof);
     pd_conn_queue(k, PD_MSG_AUTH, 0, 0, proof, PD_MAC, NULL, 0);
-    if ((rc = pd_conn_send_all(k, c->timeout)) < 0 || (rc = pd_conn_recv(k, &f, c->timeout)) < 0) return rc;
+    if ((rc = pd_conn_send_all(k, wait_s)) < 0 || (rc = pd_conn_recv(k, &f, wait_s)) < 0) return rc;
     if (f.type == PD_MSG_ERROR)
-        return pd_err_set(PD_EAUTH, "pserver %d refused: %.*s", server, (int)PD_MIN(f.len, 300), (char *)f.payload);
-    if (f.type != PD_MSG_WELCOME) return pd_err_set(PD_EPROTO, "pserver %d: expected WELCOME", server);
+        return pd_err_set(PD_EAUTH, "refused: %.*s", (int)PD_MIN(f.len, 300), (char *)f.payload);
+    if (f.type != PD_MSG_WELCOME) return pd_err_set(PD_EPROTO, "expected WELCOME, got %s", pd_msg_name(f.type));
     if ((int)f.a != server || (int)f.b != c->np)
-        return pd_err_set(PD_EINVAL, "the endpoint of pserver %d is pserver %u of %u: check the pserver list", server,
-                          f.a, f.b);
+        return pd_err_set(PD_EINVAL, "it is pserver %u of %u, not pserver %d of %d: check the pserver list", f.a,
+                          f.b, server, c->np);
     return 0;
 }
 
@@ -175,6 +195,42 @@ static int offer_rings(pd_client *c, pd_conn *k, int server)
 }
 
 static void *place_values(void *ctx, const pd_frame *h);
+
+/* How long one try at an endpoint waits for its connect, and for each
+ * answer of its handshake (a pserver answers at once, unless a step or a
+ * checkpoint holds its loop: then the next try). */
+#define CONNECT_WAIT_S 1.0
+#define HANDSHAKE_WAIT_S 10.0
+
+/* Connection i opened, its handshake done and shared memory offered: 0.
+ * 1: the endpoint is not ready yet (nothing answers there; or it closed
+ * the connection, or stayed silent, before the handshake's first answer,
+ * as a pserver with too many handshakes at once does, named in *why), to
+ * be tried again. < 0: a failure a retry would not mend, named by its
+ * pserver and endpoint. */
+static int open_conn(pd_client *c, int i, const uint8_t *secret, const uint8_t *job, double left, const char **why)
+{
+    const pd_endpoint *e = &c->eps[i / c->nper];
+    int server = i / c->nper, port = e->port + i % c->nper;
+    int fd = try_connect(c, e->host, server, port, job, PD_MIN(left, CONNECT_WAIT_S));
+    if (fd < 0) return 1;
+    pd_conn *k = &c->conns[i];
+    pd_conn_init(k, fd, PD_MAX_FRAME);
+    k->place = place_values;
+    k->place_ctx = c;
+    /* at once: a pserver drops a peer that stays silent for
+     * PD_HANDSHAKE_TIMEOUT_S, and the others may start much later */
+    int rc = handshake(c, k, server, secret, job, PD_MIN(left, HANDSHAKE_WAIT_S));
+    if (rc == 0) return offer_rings(c, k, server);
+    if (k->bytes_in == 0 && (rc == PD_ECONN || rc == PD_ETIMEDOUT)) {
+        *why = rc == PD_ECONN ? "it closed the connection before the handshake"
+                              : "it took the connection but did not answer the handshake";
+        pd_conn_free(k);
+        k->fd = -1;
+        return 1;
+    }
+    return pd_err_wrap(rc, "pserver %d (%s:%d): handshake", server, e->host, port);
+}
 
 int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps, int np, int trainer,
                       const uint8_t *secret, const uint8_t *job, double timeout, volatile int *stop)
@@ -200,23 +256,15 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
         int nmissing = 0;
         for (int i = 0; i < n; i++) {
             if (c->conns[i].fd >= 0) continue;
+            const char *why = NULL;
+            if ((rc = open_conn(c, i, secret, job, PD_MAX(timeout - (pd_now() - start), 1.0), &why)) < 0) goto err;
+            if (rc == 0) continue;
+            size_t len = strlen(missing);
             const pd_endpoint *e = &eps[i / c->nper];
-            int port = e->port + i % c->nper;
-            int fd = try_connect(c, e->host, i / c->nper, port, job);
-            if (fd < 0) {
-                size_t len = strlen(missing);
-                if (len < sizeof missing - 300)
-                    snprintf(missing + len, sizeof missing - len, "%s%s:%d", nmissing ? ", " : "", e->host, port);
-                nmissing++;
-                continue;
-            }
-            pd_conn_init(&c->conns[i], fd, PD_MAX_FRAME);
-            c->conns[i].place = place_values;
-            c->conns[i].place_ctx = c;
-            /* at once: a pserver drops a peer that stays silent for
-             * PD_HANDSHAKE_TIMEOUT_S, and the others may start much later */
-            if ((rc = handshake(c, &c->conns[i], i / c->nper, secret, job)) < 0) goto err;
-            if ((rc = offer_rings(c, &c->conns[i], i / c->nper)) < 0) goto err;
+            if (len < sizeof missing - 300)
+                snprintf(missing + len, sizeof missing - len, "%s%s:%d%s%s%s", nmissing ? ", " : "", e->host,
+                         e->port + i % c->nper, why ? " (" : "", why ? why : "", why ? ")" : "");
+            nmissing++;
         }
         if (nmissing == 0) break;
         if (stop && *stop) {

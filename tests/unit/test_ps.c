@@ -2026,3 +2026,74 @@ PD_TEST(pserver_saves_once_the_trainer_it_waited_for_ended_its_pass)
     free(text);
     free(dir);
 }
+
+/* A listener on 127.0.0.1 with room for backlog connections not accepted
+ * yet: its descriptor, its port in *port. */
+static int listener(int backlog, int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    socklen_t len = sizeof sa;
+    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&sa, len) == 0 && listen(fd, backlog) == 0);
+    CHECK(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* Accept and close at once, until the listener is shut down. */
+static void *accept_and_close(void *arg)
+{
+    int l = *(int *)arg, fd;
+    while ((fd = accept(l, NULL, NULL)) >= 0 || errno == EINTR)
+        if (fd >= 0) close(fd);
+    return NULL;
+}
+
+/* pd_client_connect within its timeout (here 1 s), whatever the endpoint
+ * does, naming what it did: one whose connects get no answer (a full
+ * backlog drops them, as a host behind a firewall does: a blocking
+ * connect waited out the kernel's 2 minutes of retries), one that takes
+ * the connection and says nothing (another service on that port: the
+ * handshake waited for server_timeout and said "timed out"), one that
+ * closes it before the handshake (a pserver with too many handshakes at
+ * once: tried again, no more a failure). */
+PD_TEST(client_names_endpoints_that_drop_stay_silent_or_close_before_the_handshake)
+{
+    fixture x;
+    fixture_load(&x, "ends.lua", recipe_text);
+    pd_client c;
+    int port;
+    char want[128];
+    /* no answer to the connect */
+    int l = listener(0, &port), filler = dial(port);
+    pd_endpoint ep = {"127.0.0.1", port};
+    double t0 = pd_now();
+    CHECK_EQ_INT(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 1, NULL), PD_ETIMEDOUT);
+    CHECK(pd_now() - t0 < 5);
+    snprintf(want, sizeof want, "pservers not reachable after 1 s: not ready endpoints: [127.0.0.1:%d", port);
+    CHECK_CONTAINS(pd_err_msg(), want);
+    close(filler);
+    close(l);
+    /* the connection taken, the handshake not answered */
+    l = listener(16, &port);
+    ep.port = port;
+    t0 = pd_now();
+    CHECK_EQ_INT(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 1, NULL), PD_ETIMEDOUT);
+    CHECK(pd_now() - t0 < 5);
+    snprintf(want, sizeof want, "127.0.0.1:%d (it took the connection but did not answer the handshake)", port);
+    CHECK_CONTAINS(pd_err_msg(), want);
+    close(l);
+    /* closed before the handshake: tried again until the timeout */
+    l = listener(16, &port);
+    ep.port = port;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, accept_and_close, &l) == 0);
+    CHECK_EQ_INT(pd_client_connect(&c, &x.lay, &ep, 1, 0, secret, job, 1, NULL), PD_ETIMEDOUT);
+    snprintf(want, sizeof want, "127.0.0.1:%d (it closed the connection before the handshake)", port);
+    CHECK_CONTAINS(pd_err_msg(), want);
+    shutdown(l, SHUT_RDWR);
+    CHECK(pthread_join(th, NULL) == 0);
+    close(l);
+    fixture_free(&x);
+}
