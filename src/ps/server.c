@@ -986,7 +986,7 @@ static int check_shard_header(server *s, const char *dir, const char *text, long
     if (bs && step >= 0 && atoi(bs + 12) != s->r->batch_size) /* a resume, not --init_shard's parameters */
         return pd_err_set(PD_EINVAL, "%s was saved by a job of batch_size %d, this one has %d (its trainers' places "
                           "in the pass count batches of %d)", dir, atoi(bs + 12), s->r->batch_size, atoi(bs + 12));
-    if (p && nt != s->o->ntrainers)
+    if (p && step >= 0 && nt != s->o->ntrainers) /* the trainers' places, not --init_shard's parameters */
         return pd_err_set(PD_EINVAL, "%s was saved by a job of %d trainers, this one has %d", dir, nt,
                           s->o->ntrainers);
     if (step >= 0 && *steps != step)

@@ -22,16 +22,23 @@ run_capture "$PADDLE" run fit_a_line.lua $one --passes=1 --max_batches=1 --save_
 
 port=$(free_port_pair)
 export PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-# resumed NAME SHARD SAVED: a pserver starts from SHARD and a trainer trains
-# one batch from it; its fc weights must be near SAVED (the model the shard
-# was saved with), far from a fresh start
+# resumed NAME SHARD SAVED [TRAINERS]: a pserver starts from SHARD and a
+# trainer (of TRAINERS, 1 by default) trains one batch from it; its fc
+# weights must be near SAVED (the model the shard was saved with), far from
+# a fresh start
 resumed() {
-    local name=$1 shard=$2 saved=$3 ps
-    "$PADDLE" pserver fit_a_line.lua $one --pserver_id=0 --port=$port --bind=127.0.0.1 \
+    local name=$1 shard=$2 saved=$3 n=${4:-1} ps other=
+    "$PADDLE" pserver fit_a_line.lua --pservers=1 --trainers=$n --pserver_id=0 --port=$port --bind=127.0.0.1 \
         --init_shard="$shard" --idle_timeout=30 >$name.ps.log 2>&1 &
     ps=$!
-    run_capture "$PADDLE" trainer fit_a_line.lua $one --pservers=127.0.0.1:$port --trainer_id=0 --passes=1 \
+    if [ "$n" -eq 2 ]; then
+        "$PADDLE" trainer fit_a_line.lua --pservers=127.0.0.1:$port --trainers=2 --trainer_id=1 --passes=1 \
+            --max_batches=1 --save_dir=$name.1 --server_timeout=20 >$name.1.log 2>&1 &
+        other=$!
+    fi
+    run_capture "$PADDLE" trainer fit_a_line.lua --pservers=127.0.0.1:$port --trainers=$n --trainer_id=0 --passes=1 \
         --max_batches=1 --save_dir=$name --server_timeout=20
+    [ -z "$other" ] || wait $other || rc=1
     wait $ps
     if [ $rc -eq 0 ] && $PY - "$saved" "$name/pass-00000/fc_0.w_0.npy" <<'P'
 import numpy as np, sys
@@ -44,6 +51,9 @@ P
     then pass $name; else fail $name "rc $rc: $(tail -n 3 <<<"$out") $(tail -n 2 $name.ps.log)"; fi
 }
 resumed resumed_from_shard ckpt/ckpt-$last/pserver-0 out1/pass-00019/fc_0.w_0.npy
+# a shard starts a job of another number of trainers: its parameters alone
+# are taken (a resume, --resume, needs the same trainers: their places)
+resumed shard_starts_a_job_of_two_trainers ckpt/ckpt-$last/pserver-0 out1/pass-00019/fc_0.w_0.npy 2
 
 # a shard saved for another model or optimizer is refused
 run_capture "$PADDLE" pserver fit_a_line.lua $one --mode=async --pserver_id=0 --port=$port --bind=127.0.0.1 \
