@@ -500,13 +500,17 @@ static int answer_rows(server *s, waiter w, int ti, const uint8_t *ids, uint32_t
     return 0;
 }
 
+/* What a held pull of n values counts against its trainer's cap: its
+ * reply, and its entry (so that pulls of no rows cannot pile up). */
+static size_t held_charge(size_t n) { return n * sizeof(float) + sizeof(held_pull); }
+
 /* The pulls held for table ti's step, answered in the order they came. */
 static void answer_held(server *s, int ti)
 {
     stable *tb = &s->tables[ti];
     for (int i = 0; i < tb->nheld; i++) {
         held_pull *h = &tb->held[i];
-        s->held_bytes[h->trainer] -= (size_t)h->n * tb->dim * sizeof(float);
+        s->held_bytes[h->trainer] -= held_charge((size_t)h->n * tb->dim);
         int rc = answer_rows(s, h->w, ti, h->ids, h->n);
         if (rc < 0) queued(s, h->w, rc); /* says why, drops the trainer */
         free(h->ids);
@@ -1667,14 +1671,14 @@ static int on_frame(server *s, int slot, pd_frame *f)
              * round: the cap on one connection's unsent replies, times
              * its sparse connections */
             size_t cap = s->max_out * (size_t)PD_MAX(s->lay.ports_sparse, 1);
-            if (s->held_bytes[T] + n * sizeof(float) > cap)
+            if (s->held_bytes[T] + held_charge(n) > cap)
                 return pd_err_set(PD_ERANGE, "trainer %d: pulls held for the step's barrier would need over %zu bytes",
                                   T, cap);
             PD_GROW(&tb->held, &tb->cap_held, tb->nheld + 1);
             held_pull *h = &tb->held[tb->nheld++];
             *h = (held_pull){me, T, f->b, pd_xmalloc((size_t)f->b * 4 + 1)};
             memcpy(h->ids, f->payload, (size_t)f->b * 4);
-            s->held_bytes[T] += n * sizeof(float);
+            s->held_bytes[T] += held_charge(n);
             return 0;
         }
         return answer_rows(s, me, (int)f->a, f->payload, f->b);
