@@ -8,6 +8,7 @@
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/pd.h"
+#include "core/relay.h"
 #include "core/version.h"
 #include "data/gen.h"
 #include "backend/backend.h"
@@ -494,6 +495,7 @@ static void warn_job_only(const pd_cli *cli, const pd_recipe *r)
 
 static int cmd_train(int argc, char **argv)
 {
+    pd_relay_start(); /* training never waits for a reader of its output */
     static const char *const known[] = {"init_model", NULL};
     pd_cli cli;
     pd_recipe r;
@@ -707,6 +709,7 @@ static int config_error(int rc)
 
 static int cmd_pserver(int argc, char **argv)
 {
+    pd_relay_start(); /* training never waits for a reader of its output */
     static const char *const known[] = {"pserver_id", "port", "bind", "init_shard", "secret_fd", "ready_fd",
                                         "log_dir", "idle_timeout", "resume!", NULL};
     role_cmd c;
@@ -753,6 +756,7 @@ out:
 
 static int cmd_trainer(int argc, char **argv)
 {
+    pd_relay_start(); /* training never waits for a reader of its output */
     static const char *const known[] = {"trainer_id", "pservers", "secret_fd", "log_dir", "init_model",
                                         "resume!", "status_lines!", NULL};
     role_cmd c;
@@ -793,6 +797,7 @@ static int cmd_trainer(int argc, char **argv)
  * the plan; with hosts, the SSH launcher (one agent per node). */
 static int cmd_run(int argc, char **argv)
 {
+    pd_relay_start(); /* training never waits for a reader of its output */
     static const char *const known[] = {"init_model", "accept-new-host-keys!", "resume!", NULL};
     role_cmd c;
     pd_plan plan = {0};
@@ -898,6 +903,7 @@ static int start_rendezvous(pd_env_role *e, int argc, char **argv, double timeou
  * that role's command. */
 static int cmd_start(int argc, char **argv)
 {
+    pd_relay_start(); /* training never waits for a reader of its output */
     pd_env_role e;
     pd_rdv_result res = {0};
     const char *master = NULL;

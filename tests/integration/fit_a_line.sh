@@ -149,6 +149,21 @@ else
     fail test_data_skip_said_once "exit $rc, $n_said lines said, $n_total totals: $(grep -i skip <<<"$out" | tail -n 6)"
 fi
 
+# a reader that does not keep up with `paddle run`'s output (`| less` left
+# unscrolled): the job does not wait for it (its trainers, blocked on a log
+# line, sent no heartbeats, and their pservers ended the job as "dead or
+# hung" after heartbeat_timeout), and every line reaches the reader in
+# order once it reads, the last ones included
+"$PADDLE" run fit_a_line.lua --passes=40 --batch_size=1 --log_period=1 --heartbeat_timeout=2 --save_dir=slow_out \
+    2>&1 | (sleep 5; cat >slow.out)
+rc=${PIPESTATUS[0]}
+if [ "$rc" -eq 0 ] && tail -n 1 slow.out | grep -q "^paddle: job done in .*model in slow_out/" &&
+   [ "$(grep -c '^\[trainer 0\]' slow.out)" -gt 1000 ]; then
+    pass slow_reader_does_not_stop_the_job
+else
+    fail slow_reader_does_not_stop_the_job "exit $rc: $(grep -v '^\[trainer' slow.out | tail -n 3)"
+fi
+
 # Ctrl+C on a local paddle run: every role stops, the launcher says so and
 # exits 130; a trainer stopped with the job logs no error, and a pserver
 # says once per trainer that it left before it finished; each role is
