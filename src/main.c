@@ -507,7 +507,7 @@ static int cmd_train(int argc, char **argv)
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
         pd_train_opts o = {.init_model = pd_cli_opt(&cli, "init_model"), .stop = &stop_flag};
-        int err = pd_train_local(&r, &o);
+        int err = (rc = pd_job_lock(&r, "train", PD_LOCK_SAVE)) != 0 ? 0 : pd_train_local(&r, &o);
         if (err < 0 && stop_flag) { /* what it was doing then is no error */
             fprintf(stderr, "paddle: interrupted by a signal: stopped\n");
             rc = 130;
@@ -748,6 +748,7 @@ static int cmd_pserver(int argc, char **argv)
             PD_ERROR("pserver %d: %s", o.id, pd_err_msg());
             rc = config_error(err) ? 2 : 1;
         }
+        if (stop_flag) rc = 130; /* stopped on a signal: no job that ended well */
     }
 out:
     role_close(&c);
@@ -785,7 +786,7 @@ static int cmd_trainer(int argc, char **argv)
             /* stopped with the job (Ctrl+C): what it saw then is no error */
             if (stop_flag) PD_INFO("trainer %d: stopped on a signal (%s)", o.id, pd_err_msg());
             else PD_ERROR("trainer %d: %s", o.id, pd_err_msg());
-            rc = !stop_flag && config_error(err) ? 2 : 1;
+            rc = stop_flag ? 130 : config_error(err) ? 2 : 1;
         }
     }
     free(o.pservers);

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int make_one(const char *dir)
@@ -105,6 +107,71 @@ int pd_dir_writable(const char *dir, const char *what)
     }
     free(p);
     return rc;
+}
+
+/* The directories pd_dir_lock made: at exit, one that holds nothing but
+ * its lock goes again (a job stopped before it wrote there leaves nothing). */
+static char **made_for_lock;
+static int nmade_for_lock;
+
+static void remove_unused_locked(void)
+{
+    for (int i = 0; i < nmade_for_lock; i++) {
+        const char *dir = made_for_lock[i];
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        int others = 0;
+        while (d && (e = readdir(d)) != NULL)
+            others += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, PD_LOCK_NAME);
+        if (d) closedir(d);
+        if (!d || others) continue;
+        char *lock = pd_xasprintf("%s/" PD_LOCK_NAME, dir);
+        unlink(lock);
+        rmdir(dir);
+        free(lock);
+    }
+}
+
+int pd_dir_lock(const char *dir, const char *what, const char *job, const char *instead)
+{
+    if (access(dir, F_OK) != 0) {
+        if (nmade_for_lock == 0) atexit(remove_unused_locked);
+        made_for_lock = pd_xrealloc(made_for_lock, (size_t)(nmade_for_lock + 1) * sizeof *made_for_lock);
+        made_for_lock[nmade_for_lock++] = pd_xstrdup(dir);
+    }
+    int rc = pd_mkdir_p(dir);
+    if (rc < 0) return pd_err_set(pd_path_errno(errno) ? PD_EINVAL : PD_EIO, "%s: %s", what ? what : dir, pd_err_msg());
+    char *path = pd_xasprintf("%s/" PD_LOCK_NAME, dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = pd_err_set(pd_path_errno(errno) ? PD_EINVAL : PD_EIO, "cannot open %s: %s", path, strerror(errno));
+        free(path);
+        return rc;
+    }
+    free(path);
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        char holder[300] = "";
+        ssize_t n = e == EWOULDBLOCK ? pread(fd, holder, sizeof holder - 1, 0) : -1;
+        holder[n > 0 ? n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        close(fd);
+        if (e != EWOULDBLOCK) return pd_err_set(PD_EIO, "cannot lock %s: %s", dir, strerror(e));
+        return pd_err_set(PD_EINVAL, "%s%s%s%s is in use by another job (%s): a second job would mix its files "
+                                     "with that one's; wait for it to end, or %s",
+                          what ? what : "", what ? " = " : "", dir, what ? "" : "/",
+                          *holder ? holder : "its process holds the lock", instead);
+    }
+    /* who holds it, for the next job's message; the lock goes with this
+     * process (its descriptor stays open until it exits) */
+    char me[300];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    int n = snprintf(me, sizeof me, "pid %d, %s, since %02d:%02d:%02d\n", (int)getpid(), job, tm.tm_hour, tm.tm_min,
+                     tm.tm_sec);
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, me, (size_t)PD_MIN(n, (int)sizeof me - 1), 0) < 0) {}
+    return 0;
 }
 
 char *pd_self_exe(void)

@@ -31,6 +31,16 @@ int pd_dir_ready(const char *dir, const char *what);
  * nearest part of the path that is there must be a directory this process
  * can write to). */
 int pd_dir_writable(const char *dir, const char *what);
+/* The lock a job holds on a directory it writes (dir/.paddle-lock, made
+ * with dir), so that a second job started in the same place while the
+ * first runs (the same log/, save_dir or checkpoint_dir) is refused rather
+ * than mix its files with the first's: 0 (held until this process exits),
+ * or PD_EINVAL naming dir (as what = dir, or dir/ where what is NULL) and
+ * the job that holds it (job: "paddle run job.lua",
+ * said to the next one) and what to do instead ("give this one another
+ * --save_dir"); PD_EINVAL or PD_EIO where dir cannot be made or locked. */
+#define PD_LOCK_NAME ".paddle-lock"
+int pd_dir_lock(const char *dir, const char *what, const char *job, const char *instead);
 /* The absolute path of the running executable (malloc'd), or NULL with a
  * message set. */
 char *pd_self_exe(void);

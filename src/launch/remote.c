@@ -57,6 +57,7 @@ typedef struct node {
     char *pending_model;    /* node 0: the newest output/pass-N not copied yet */
     char *root, *job;       /* root_dir and the job directory, as absolute paths on the node */
     double last_fetch;
+    int member;             /* its member in the supervisor (pd_sup_add_node) */
 } node;
 
 struct deploy {
@@ -570,8 +571,24 @@ static void emit(node *n, const char *line, int is_err)
     pd_term_write(1, buf, (size_t)PD_MIN(k, (int)sizeof buf - 1)); /* above the status block */
 }
 
-/* Copy node 0's output/pass-N back when trainer 0 saved it. */
-static void fetch_model(node *n, deploy *d, const char *dir)
+/* Remove a model's copy here: its files, then the directory. */
+static void remove_copy(const char *dir)
+{
+    DIR *old = opendir(dir);
+    struct dirent *e;
+    while (old && (e = readdir(old))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *f = pd_xasprintf("%s/%s", dir, e->d_name);
+        unlink(f);
+        free(f);
+    }
+    if (old) closedir(old);
+    rmdir(dir);
+}
+
+/* Copy node 0's output/pass-N back when trainer 0 saved it: 0, or -1 (said,
+ * unless the pass was removed on the node since). */
+static int fetch_model(node *n, deploy *d, const char *dir)
 {
     char *remote = pd_xasprintf("%s/%s/manifest.json", n->job, dir), *local_dir = pd_xasprintf("%s.part", dir);
     char *local = pd_xasprintf("%s/manifest.json", local_dir);
@@ -599,23 +616,34 @@ static void fetch_model(node *n, deploy *d, const char *dir)
     }
     if (f) fclose(f);
     if (rc == 0) {
-        /* replace an older copy: its files, then the directory */
-        DIR *old = opendir(dir);
-        struct dirent *e;
-        while (old && (e = readdir(old))) {
-            if (e->d_name[0] == '.') continue;
-            char *f2 = pd_xasprintf("%s/%s", dir, e->d_name);
-            unlink(f2);
-            free(f2);
-        }
-        if (old) closedir(old);
-        rmdir(dir);
+        remove_copy(dir); /* an older copy */
         if (rename(local_dir, dir) < 0) rc = pd_err_set(PD_EIO, "cannot rename %s: %s", local_dir, strerror(errno));
     }
-    if (rc < 0) fprintf(stderr, "paddle: could not copy %s back from %s: %s\n", dir, n->h->host, pd_err_msg());
+    if (rc < 0) {
+        /* no half copy is left beside the models */
+        remove_copy(local_dir);
+        /* a pass removed on the node since it was saved (keep_models
+         * keeps the newest and the best): a newer one comes */
+        if (!strstr(pd_err_msg(), "No such file"))
+            fprintf(stderr, "paddle: could not copy %s back from %s: %s\n", dir, n->h->host, pd_err_msg());
+    }
     free(remote);
     free(local);
     free(local_dir);
+    return rc < 0 ? -1 : 0;
+}
+
+/* A job that failed or was stopped: the newest model trainer 0 saved comes
+ * back too, from each node whose connection still stands. */
+static void fetch_pending(deploy *d, node *nodes, int nn, const pd_sup *sup)
+{
+    for (int i = 0; i < nn; i++) {
+        if (!nodes[i].pending_model || pd_sup_node_lost(sup, nodes[i].member)) continue;
+        if (fetch_model(&nodes[i], d, nodes[i].pending_model) == 0)
+            printf("paddle: the newest model trainer 0 saved, %s, copied back\n", nodes[i].pending_model);
+        free(nodes[i].pending_model);
+        nodes[i].pending_model = NULL;
+    }
 }
 
 /* A line from node n's agent (the supervisor's callback). */
@@ -814,7 +842,7 @@ static int deploy_all(deploy *d, node *nodes, int nn, pd_sup *sup, double t0)
         int trainers = 0;
         for (int k = 0; k < d->plan->nroles; k++)
             trainers += d->plan->roles[k].kind == PD_ROLE_TRAINER && d->plan->roles[k].host == n->index;
-        int m = pd_sup_add_node(sup, n->h->host, n->ssh, n->chan, trainers, take_line, n);
+        int m = n->member = pd_sup_add_node(sup, n->h->host, n->ssh, n->chan, trainers, take_line, n);
         n->chan = NULL;
         if (n->first) pd_sup_feed(sup, m, n->first, n->first_len);
         copied += n->copied_binary;
@@ -837,10 +865,13 @@ static int deploy_all(deploy *d, node *nodes, int nn, pd_sup *sup, double t0)
     return 0;
 }
 
-/* The job finished: copy the model back from trainer 0's node, say so. */
-static void finish(deploy *d, node *nodes, int nn, double t0)
+/* The job finished: copy the model back from trainer 0's node, say so (and
+ * after how many restarts, as a local job does). */
+static void finish(deploy *d, node *nodes, int nn, double t0, int restarts)
 {
     const pd_recipe *r = d->r;
+    char after[40] = "";
+    if (restarts > 0) snprintf(after, sizeof after, " after %d restart%s", restarts, restarts > 1 ? "s" : "");
     /* the model comes from the node of trainer 0 (node 0 unless placed elsewhere) */
     int t0node = 0;
     for (int i = 0; i < d->plan->nroles; i++)
@@ -854,11 +885,11 @@ static void finish(deploy *d, node *nodes, int nn, double t0)
         free(last);
     }
     if (fetched)
-        printf("paddle: job done in %.1f s on %d node%s; model in %s/\n", pd_now() - t0, nn, nn > 1 ? "s" : "",
-               r->save_dir);
+        printf("paddle: job done in %.1f s%s on %d node%s; model in %s/\n", pd_now() - t0, after, nn,
+               nn > 1 ? "s" : "", r->save_dir);
     else
-        printf("paddle: job done in %.1f s on %d node%s; model on %s in %s/%s/ (copy_output = \"never\")\n",
-               pd_now() - t0, nn, nn > 1 ? "s" : "", nodes[t0node].h->host, nodes[t0node].job, r->save_dir);
+        printf("paddle: job done in %.1f s%s on %d node%s; model on %s in %s/%s/ (copy_output = \"never\")\n",
+               pd_now() - t0, after, nn, nn > 1 ? "s" : "", nodes[t0node].h->host, nodes[t0node].job, r->save_dir);
 }
 
 /* The job's progress: every role of the plan, starting. */
@@ -913,6 +944,10 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
             goto out;
         }
     }
+    /* the models come back into save_dir here: not beside another job's */
+    if ((!r->copy_output || strcmp(r->copy_output, "never") != 0) && (status = pd_job_lock(r, "run", PD_LOCK_SAVE)))
+        goto out;
+    status = 1;
     d->endpoints = plan_endpoints(r, &plan);
     /* what the nodes' shells resolve: checked here, before any connection */
     if (pd_sh_path(d->root, "cluster.root_dir", &d->q_root) < 0 ||
@@ -950,7 +985,8 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
     while ((deployed = deploy_all(d, nodes, nn, sup, t0)) == 0) {
         if ((status = pd_sup_run(sup)) != PD_SUP_RESTART)
             pd_progress_end(&board, !board.live ? NULL : status == 0 ? "job done" : status == 130 ? "stopped" : "failed");
-        if (status == 0) finish(d, nodes, nn, t0);
+        if (status == 0) finish(d, nodes, nn, t0, pd_sup_restarts_done(sup));
+        else if (status != PD_SUP_RESTART) fetch_pending(d, nodes, nn, sup);
         if (status != PD_SUP_RESTART) break;
         status = 1;
         d->resume = pd_sup_restart_resumes(sup);

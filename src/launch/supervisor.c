@@ -412,6 +412,10 @@ void pd_sup_feed(pd_sup *s, int i, const char *buf, size_t n)
     pd_lines_feed(&s->m[i].out, buf, n, node_line, &c);
 }
 
+int pd_sup_restarts_done(const pd_sup *s) { return s->nrestarts; }
+
+int pd_sup_node_lost(const pd_sup *s, int m) { return m < 0 || m >= s->n || s->m[m].lost != NULL; }
+
 int pd_sup_add_node(pd_sup *s, const char *host, pd_ssh *ssh, pd_ssh_chan *chan, int trainers, pd_node_line_fn fn,
                     void *ctx)
 {
@@ -560,10 +564,11 @@ static void report(const pd_sup *s)
         char how[96];
         describe(m, how, sizeof how);
         /* asked to stop and ended on its own: a role stopped on a signal
-         * exits 1 (a pserver 0), which is no failure of its own; one that
-         * had not set its handlers yet (loading the recipe) ends on SIGTERM */
+         * exits 130 (1 or 0 in earlier versions), which is no failure of its
+         * own; one that had not set its handlers yet (loading the recipe)
+         * ends on SIGTERM */
         int asked = m->killed && m->exited &&
-                    ((WIFEXITED(m->status) && WEXITSTATUS(m->status) <= 1) ||
+                    ((WIFEXITED(m->status) && (WEXITSTATUS(m->status) <= 1 || WEXITSTATUS(m->status) == 130)) ||
                      (WIFSIGNALED(m->status) && WTERMSIG(m->status) == SIGTERM));
         if (asked) snprintf(how, sizeof how, "stopped");
         say("paddle:   %-12s %s%s\n", m->name, how, m->killed && !asked ? " (stopped by the launcher)" : "");
@@ -1220,6 +1225,24 @@ static int starts_from(const pd_recipe *r, const pd_agent_opts *o, char *from, s
     return 0;
 }
 
+int pd_job_lock(const pd_recipe *r, const char *cmd, int which)
+{
+    char *job = pd_xasprintf("paddle %s %s", cmd, r->path);
+    int rc = 0;
+    if (which & PD_LOCK_LOG)
+        rc = pd_dir_lock("log", NULL, job, "start this one from another directory (log/ is the current one's)");
+    /* a path that cannot be written is said as the roles say it */
+    if (rc == 0 && (which & PD_LOCK_SAVE) && (rc = pd_dir_writable(r->save_dir, "settings.save_dir")) == 0)
+        rc = pd_dir_lock(r->save_dir, "settings.save_dir", job, "give this one another --save_dir");
+    if (rc == 0 && (which & PD_LOCK_CKPT) && r->checkpoint_dir &&
+        (rc = pd_dir_writable(r->checkpoint_dir, "settings.checkpoint_dir")) == 0)
+        rc = pd_dir_lock(r->checkpoint_dir, "settings.checkpoint_dir", job, "give this one another --checkpoint_dir");
+    free(job);
+    if (rc == 0) return 0;
+    fprintf(stderr, "paddle: %s\n", pd_err_msg());
+    return 2;
+}
+
 int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
 {
     int local = o->upstream_fd < 0, status = 1;
@@ -1247,6 +1270,8 @@ int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o)
     if (local) {
         char from[600] = "";
         if ((status = starts_from(r, o, from, sizeof from)) != 0) goto out;
+        /* before anything of this job is written or removed there */
+        if ((status = pd_job_lock(r, "run", PD_LOCK_LOG | PD_LOCK_SAVE | PD_LOCK_CKPT)) != 0) goto out;
         status = 1;
         printf("paddle: local job %s: %d pserver%s, %d trainer%s, %s mode%s; logs in log/\n", r->path, r->pservers,
                r->pservers > 1 ? "s" : "", r->trainers, r->trainers > 1 ? "s" : "", r->mode, from);

@@ -68,6 +68,10 @@ int pd_sup_add_node(pd_sup *s, const char *host, pd_ssh *ssh, pd_ssh_chan *chan,
                     void *ctx);
 /* Output of member m that arrived before it was added. */
 void pd_sup_feed(pd_sup *s, int m, const char *buf, size_t n);
+/* The job's restarts so far. */
+int pd_sup_restarts_done(const pd_sup *s);
+/* Whether the connection to node member m broke (or m is no node member). */
+int pd_sup_node_lost(const pd_sup *s, int m);
 /* Run until every member ended well (0), one ended badly (1: the job is
  * stopped, the failure reported), a signal came (130: stopped), or one
  * ended badly with a restart left (PD_SUP_RESTART: said, every member
@@ -124,5 +128,12 @@ typedef struct pd_agent_opts {
  * interrupted. Local mode (upstream_fd < 0) prints the job's first and last
  * lines. */
 int pd_agent_run(const pd_recipe *r, const pd_agent_opts *o);
+
+/* The directories a job started here writes, locked against a second job
+ * started in the same place while it runs (pd_dir_lock): log/
+ * (PD_LOCK_LOG), settings.save_dir (PD_LOCK_SAVE), settings.checkpoint_dir
+ * (PD_LOCK_CKPT, where set). 0, or 2 with the message said on stderr. */
+enum { PD_LOCK_LOG = 1, PD_LOCK_SAVE = 2, PD_LOCK_CKPT = 4 };
+int pd_job_lock(const pd_recipe *r, const char *cmd, int which);
 
 #endif

@@ -52,6 +52,18 @@ else
 fi
 check no_leftovers_after_job no_leftovers
 
+# passes that keep_models removes on the node while one is being copied
+# back (fast passes): skipped without a word, no half copy left (an error
+# and an empty output/pass-N.part stayed before), the last pass copied
+rm -rf output
+run_capture "$PADDLE" run ws/job.lua --passes=6 --batch_size=1 --keep_models=2
+if [ $rc -eq 0 ] && [ -s output/pass-00005/manifest.json ] && [ -z "$(ls -d output/*.part 2>/dev/null)" ] &&
+   ! grep -q 'could not copy' <<<"$out"; then
+    pass copy_back_skips_passes_keep_models_removed
+else
+    fail copy_back_skips_passes_keep_models_removed "rc $rc: $(ls output) $(grep -v '\] ' <<<"$out" | tail -n 4)"
+fi
+
 # 2. a second run finds the same binary and the same files there
 run_capture "$PADDLE" run ws/job.lua --passes=1
 if [ $rc -eq 0 ] && grep -q 'binary copied to 0 of 2 nodes; workspace: 0 files sent' <<<"$out"; then
@@ -185,7 +197,8 @@ if start_long; then
     kill -9 "$victim"
     if gone_within "$launcher" 10; then
         wait "$launcher"; rc=$?
-        if [ $rc -ne 0 ] && grep -q '127.0.0.3\] paddle: trainer 1 was killed by signal 9' long.out; then
+        if [ $rc -ne 0 ] && grep -q '127.0.0.3\] paddle: trainer 1 was killed by signal 9' long.out &&
+           [ -z "$(ls -d output/*.part 2>/dev/null)" ]; then
             pass killed_remote_trainer_named
         else
             fail killed_remote_trainer_named "rc $rc: $(tail -n 6 long.out)"

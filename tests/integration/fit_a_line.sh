@@ -164,6 +164,30 @@ else
     fail slow_reader_does_not_stop_the_job "exit $rc: $(grep -v '^\[trainer' slow.out | tail -n 3)"
 fi
 
+# a second job started where one runs (the same log/, save_dir or
+# checkpoint_dir) is refused, naming the one that runs (it mixed its passes
+# with the first's, moved output/best, and removed the first's checkpoint
+# markers as an earlier job's); once the first ended, the place is free
+"$PADDLE" run fit_a_line.lua --passes=1000 --early_stop=0 --save_dir=busy_out --checkpoint_dir=busy_ck \
+    --checkpoint_period=100000 >busy.log 2>&1 &
+first=$!
+for _ in $(seq 1 100); do grep -q "parameters ready" busy.log 2>/dev/null && break; sleep 0.1; done
+holder="in use by another job (pid $first, paddle run fit_a_line.lua, since"
+expect_error second_job_same_log_dir 2 "paddle: log/ is $holder" "$PADDLE" run fit_a_line.lua --passes=1
+mkdir -p elsewhere/data && cp fit_a_line.lua elsewhere/ && cp -r data/uci_housing elsewhere/data/
+(cd elsewhere &&
+ expect_error second_job_same_save_dir 2 "paddle: settings.save_dir = ../busy_out is $holder" \
+     "$PADDLE" run fit_a_line.lua --passes=1 --save_dir=../busy_out &&
+ expect_error second_job_same_checkpoint_dir 2 "paddle: settings.checkpoint_dir = ../busy_ck is $holder" \
+     "$PADDLE" run fit_a_line.lua --passes=1 --checkpoint_dir=../busy_ck)
+expect_error train_in_a_busy_save_dir 2 "paddle: settings.save_dir = busy_out is $holder" \
+    "$PADDLE" train fit_a_line.lua --passes=1 --save_dir=busy_out
+kill -INT "$first"
+wait "$first"
+run_capture "$PADDLE" train fit_a_line.lua --passes=1 --save_dir=busy_out
+if [ "$rc" -eq 0 ] && [ -f busy_out/pass-00000/manifest.json ]; then pass save_dir_free_once_its_job_ended
+else fail save_dir_free_once_its_job_ended "exit $rc: $(tail -n 2 <<<"$out")"; fi
+
 # Ctrl+C on a local paddle run: every role stops, the launcher says so and
 # exits 130; a trainer stopped with the job logs no error, and a pserver
 # says once per trainer that it left before it finished; each role is

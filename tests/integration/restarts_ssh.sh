@@ -70,7 +70,8 @@ if start --passes=2500 --restarts=1; then
     resumed=$([ -n "$r" ] && tr '\0' ' ' 2>/dev/null <"/proc/$r/cmdline" | grep -c -- '--resume ')
     finishes
     if [ "$rc" -eq 0 ] && grep -q '^paddle: pserver 1 on 127.0.0.3 was killed by signal 9 (Killed); restarting the job from its first pass (no settings.checkpoint_dir) (restart 1 of 1)$' job.out &&
-       grep -q 'job done' job.out && [ "$resumed" = 1 ] && [ "$(jobdirs)" -eq 2 ]; then
+       grep -q '^paddle: job done in [0-9.]* s after 1 restart on 2 nodes' job.out && [ "$resumed" = 1 ] &&
+       [ "$(jobdirs)" -eq 2 ]; then
         pass remote_pserver_killed_job_restarts_completes
     else
         fail remote_pserver_killed_job_restarts_completes "rc $rc, --resume '$resumed', job dirs $(jobdirs): $(grep '^paddle' job.out | tail -n 6)"
