@@ -255,6 +255,7 @@ function V.resolve(state, recipe_path, dirname)
   -- where each part was named, for an error about its files ("file:line")
   out.data.train_where = key_where("data", "train")
   out.data.test_where = out.data.test and key_where("data", "test") or nil
+  out.data.columns_where = out.data.columns and key_where("data", "columns") or nil
   return out
 end
 

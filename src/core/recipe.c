@@ -36,6 +36,7 @@ void pd_recipe_free(pd_recipe *r)
     free(r->test);
     free(r->train_where);
     free(r->test_where);
+    free(r->columns_where);
     free(r->format);
     free(r->separator);
     free(r->on_error);

@@ -97,6 +97,7 @@ typedef struct pd_recipe {
     /* data { } */
     char *train, *test, *format, *separator, *on_error;
     char *train_where, *test_where; /* "file:line" of data.train / data.test, for errors */
+    char *columns_where;    /* "file:line" of data.columns, for errors */
     int header, label, features, shuffle_buffer, queue;
     int hash_space;         /* criteo: fold feature ids into [0, hash_space) (0: the slot's range) */
     char *dense_transform;  /* criteo: log1p or none */

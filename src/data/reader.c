@@ -279,6 +279,7 @@ static int parse_columns(pd_reader *rd)
     for (int i = 0; i < rd->nslots; i++) rd->cols[i].first = -1;
     char wbuf[300];
     const char *where = pd_recipe_where(r, "columns", wbuf, sizeof wbuf);
+    if (strncmp(where, "option ", 7) != 0 && r->columns_where) where = r->columns_where;
     for (int k = 0; k < r->ncolumns; k++) {
         const char *spec = r->columns[k];
         const char *eq = strchr(spec, '=');

@@ -175,6 +175,7 @@ static void read_job_data(lua_State *L, int top, pd_recipe *r)
     r->test = get_str(L, t, "test");
     r->train_where = get_str(L, t, "train_where");
     r->test_where = get_str(L, t, "test_where");
+    r->columns_where = get_str(L, t, "columns_where");
     r->format = get_str(L, t, "format");
     r->separator = get_str(L, t, "separator");
     r->on_error = get_str(L, t, "on_error");

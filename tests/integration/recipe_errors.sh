@@ -235,6 +235,18 @@ EOF
 bad bad-format "format.lua:1: data.format must be one of uci_housing, csv, libsvm" \
     format.lua
 
+# data.columns is checked against the model as the data opens: its line is named
+seq -s, 1 14 >columns.csv
+write columns.lua <<EOF
+$MODEL
+$OPT
+data {
+  train = "columns.csv",
+  columns = { "x=1-12", "y=14" },
+}
+EOF
+bad columns-width "columns.lua:8: data.columns 'x=1-12' gives 12 columns, but slot 'x' takes 13" columns.lua
+
 write positional.lua <<EOF
 settings { 20, passes = 3 }
 $MODEL
