@@ -323,6 +323,26 @@ static void required_columns(pd_reader *rd)
 
 /* --- parsing one line ---------------------------------------------------------- */
 
+/* A field that is not a number, quoted: the bytes from p to the field's end
+ * (sep, or a blank where sep is ' '; the line's end), its trailing blanks
+ * dropped, at most 31 bytes and never half a UTF-8 character. pd_err_set
+ * escapes the control characters. */
+static int not_a_number(const char *p, char sep, const char *file, long lineno, int field)
+{
+    int len = 0;
+    while (p[len] && p[len] != sep && p[len] != '\n' && p[len] != '\r' &&
+           !(sep == ' ' && p[len] == '\t'))
+        len++;
+    while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
+    int cut = len > 31;
+    if (cut) {
+        len = 31;
+        while (len > 0 && ((unsigned char)p[len] & 0xC0) == 0x80) len--;
+    }
+    return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a decimal number: '%.*s%s'", file, lineno, field, len, p,
+                      cut ? "..." : "");
+}
+
 /* Split a numeric row; returns the number of values or -1 (message set). */
 static int parse_numbers(char *line, char sep, double *vals, int max, const char *file, long lineno)
 {
@@ -337,22 +357,16 @@ static int parse_numbers(char *line, char sep, double *vals, int max, const char
             break;
         }
         if (n >= max) return pd_err_set(PD_EDATA, "%s:%ld: more than %d fields", file, lineno, max), -1;
-        char *end;
+        char *field = p, *end;
         errno = 0;
         double v = strtod(p, &end);
-        if (end == p || errno == ERANGE || !isfinite(v) || is_hex(p)) {
-            char field[32];
-            int len = 0;
-            while (p[len] && p[len] != sep && p[len] != '\n' && len < 31) len++;
-            snprintf(field, sizeof field, "%.*s", len, p);
-            return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a decimal number: '%s'", file, lineno, n + 1,
-                              field), -1;
-        }
+        if (end == p || errno == ERANGE || !isfinite(v) || is_hex(p))
+            return not_a_number(field, sep, file, lineno, n + 1), -1;
         vals[n++] = v;
         p = end;
         if (sep == ' ') {
             if (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-                return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a number", file, lineno, n), -1;
+                return not_a_number(field, sep, file, lineno, n), -1;
             continue;
         }
         while (*p == ' ' || *p == '\t') p++;
@@ -362,7 +376,7 @@ static int parse_numbers(char *line, char sep, double *vals, int max, const char
             if (*p == '\0' || *p == '\n' || *p == '\r' || *p == sep)
                 return pd_err_set(PD_EDATA, "%s:%ld: empty field %d", file, lineno, n + 1), -1;
         } else if (*p && *p != '\n' && *p != '\r') {
-            return pd_err_set(PD_EDATA, "%s:%ld: field %d is not a number", file, lineno, n), -1;
+            return not_a_number(field, sep, file, lineno, n), -1;
         } else {
             break;
         }
@@ -637,15 +651,28 @@ static int offer(pd_reader *rd)
 
 static int data_error(const pd_reader *rd, int rc);
 
-/* A csv first line that does not parse: fields cut by another separator,
- * or names (a header). */
+/* A csv first line that does not parse: fields cut by another separator (the
+ * line holds one of , ; tab, or a space and no data.separator, blanks being
+ * allowed around fields), or names (a header: its first field is not a
+ * number). */
 static void first_line_hint(const pd_reader *rd, const char *p)
 {
-    const char *other = rd->sep != ';' && strchr(p, ';') ? ";" : rd->sep != ' ' && strchr(p, '\t') ? "\\t" : NULL;
-    if (other)
-        pd_err_set(pd_err_code(), "%s (fields separated by \"%s\"? data.separator = \"%s\" reads them)", pd_err_msg(),
-                   other, other);
-    else
+    static const char cands[] = {',', ';', '\t', ' '};
+    int blank = rd->sep == ' '; /* data.separator " " or "\t": any run of blanks */
+    for (size_t i = 0; i < sizeof cands; i++) {
+        char c = cands[i];
+        if (c == rd->sep || (blank && c == '\t') || !strchr(p, c) || (c == ' ' && strchr(p, rd->sep))) continue;
+        const char *sep = rd->r->separator && rd->r->separator[0] ? rd->r->separator : ",";
+        const char *shown = c == '\t' ? "a tab" : c == ' ' ? "a space" : c == ',' ? "','" : "';'";
+        char lit[3] = {c, 0, 0};
+        if (c == '\t') memcpy(lit, "\\t", 3);
+        pd_err_set(pd_err_code(), "%s (the line has %s but data.separator is \"%s\"? data.separator = \"%s\" reads it)",
+                   pd_err_msg(), shown, sep[0] == '\t' ? "\\t" : sep, lit);
+        return;
+    }
+    char *end;
+    strtod(p, &end);
+    if (end == p) /* a line that starts with a number is no header */
         pd_err_set(pd_err_code(), "%s (a header line? data.header = true skips it)", pd_err_msg());
 }
 

@@ -227,8 +227,24 @@ expect_error check-header-hint 2 "paddle: hdr.lua:1: data.train: cdata/hdr.csv:1
 # mark before the first field is no part of it
 printf '1;2;3;4\n5;6;7;8\n' >cdata/semi.csv
 sed 's|cdata/four.csv|cdata/semi.csv|' cols_ok.lua >semi.lua
-expect_error check-separator-hint 2 "paddle: semi.lua:1: data.train: cdata/semi.csv:1: field 1 is not a number (fields separated by \";\"? data.separator = \";\" reads them)" \
+expect_error check-separator-hint 2 "paddle: semi.lua:1: data.train: cdata/semi.csv:1: field 1 is not a decimal number: '1;2;3;4' (the line has ';' but data.separator is \",\"? data.separator = \";\" reads it)" \
     "$PADDLE" check semi.lua
+# so are fields cut by ',' where data.separator is another, and by blanks
+expect_error check-separator-comma 2 "paddle: cols_ok.lua:1: data.train: cdata/four.csv:1: field 1 is not a decimal number: '1,2,3,4' (the line has ',' but data.separator is \";\"? data.separator = \",\" reads it)" \
+    "$PADDLE" check cols_ok.lua --separator=';'
+printf '1 2 3 4\n' >cdata/blanks.csv
+expect_error check-separator-space 2 "cdata/blanks.csv:1: field 1 is not a decimal number: '1 2 3 4' (the line has a space but data.separator is \",\"? data.separator = \" \" reads it)" \
+    "$PADDLE" check cols_ok.lua --train=cdata/blanks.csv
+# a field that starts as a number is quoted whole, cut at 31 bytes, its
+# control characters escaped; a first line of numbers is not a header
+printf '1,2,1.5e,4\n' >cdata/exp.csv
+expect_error check-field-quoted 2 "cdata/exp.csv:1: field 3 is not a decimal number: '1.5e'" \
+    "$PADDLE" check cols_ok.lua --train=cdata/exp.csv
+run_capture "$PADDLE" check cols_ok.lua --train=cdata/exp.csv
+if [[ "$out" != *"header"* ]]; then pass check-numbers-no-header-hint; else fail check-numbers-no-header-hint "$out"; fi
+printf '1,2,3,4\n1,2\x01%s,3,4\n' aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa >cdata/long.csv
+expect_error check-field-cut 2 "cdata/long.csv:2: field 2 is not a decimal number: '2\\1aaaaaaaaaaaaaaaaaaaaaaaaaaaaa...'" \
+    "$PADDLE" check cols_ok.lua --train=cdata/long.csv
 printf '\xef\xbb\xbf1,2,3,4\n5,6,7,8\n' >cdata/bom.csv
 sed 's|cdata/four.csv|cdata/bom.csv|' cols_ok.lua >bom.lua
 run_capture "$PADDLE" train bom.lua --save_dir=bom_out
