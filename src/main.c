@@ -768,7 +768,9 @@ static int cmd_trainer(int argc, char **argv)
         fprintf(stderr, "paddle trainer: --pservers=HOST:PORT,... is required\n");
         rc = 2;
     } else if (rc == 0 && pd_endpoints_parse(eps, c.r.port, &o.pservers, &o.npservers) < 0) {
-        fprintf(stderr, "paddle trainer: %s\n", pd_err_msg());
+        /* paddle pserver and paddle run take a count of pservers under the same name */
+        fprintf(stderr, "paddle trainer: option --pservers: %s (paddle trainer takes the pservers' endpoints: "
+                        "--pservers=HOST:PORT,...)\n", pd_err_msg());
         rc = 2;
     }
     if (rc == 0 && !(rc = pd_cli_int(&c.cli, "trainer", "trainer_id", 0, 0, c.r.trainers - 1, &o.id)))

@@ -52,6 +52,12 @@ int pd_endpoints_parse(const char *spec, int default_port, pd_endpoint **eps, in
             e->port = (int)v;
             *colon = '\0';
         }
+        if (e->host[0] && strspn(e->host, "0123456789") == strlen(e->host)) { /* "1": a count, not host 0.0.0.1 */
+            int rc = pd_err_set(PD_EINVAL, "pserver endpoint '%s' is a number, not a host", e->host);
+            free(*eps);
+            *eps = NULL;
+            return rc;
+        }
         if (e->port <= 0) {
             int rc = pd_err_set(PD_EINVAL, "pserver endpoint '%s' needs a port", e->host);
             free(*eps);

@@ -90,7 +90,9 @@ typedef struct pd_client {
     int finished;           /* pd_client_finish was called: no more exchanges */
 } pd_client;
 
-/* Parse "host:port,host:port" (or "host" with default_port). */
+/* Parse "host:port,host:port" (or "host" with default_port). A host of
+ * digits alone ("1", "2:7164") is refused: a count of pservers, not the
+ * address 0.0.0.1. */
 int pd_endpoints_parse(const char *spec, int default_port, pd_endpoint **eps, int *n);
 
 /* Connect to every pserver, retrying those not up yet until timeout seconds

@@ -272,6 +272,10 @@ if [ "$rc" -eq 0 ] && [ -f alone_out/pass-00000/manifest.json ] && [ "$(grep -cF
    [[ "$out" == *"warning: --cluster is a setting of a job across processes"* ]] && [[ "$out" != *"--passes is a"* ]]; then
     pass train-job-settings-said
 else fail train-job-settings-said "exit $rc: $out"; fi
+# paddle trainer's --pservers is the pservers' endpoints: a count there (as
+# paddle pserver and run take it) is refused at once, not taken as 0.0.0.1
+expect_error trainer-pservers-count 2 "paddle trainer: option --pservers: pserver endpoint '1' is a number, not a host (paddle trainer takes the pservers' endpoints: --pservers=HOST:PORT,...)" \
+    timeout 20 "$PADDLE" trainer cols_ok.lua --pservers=1 --trainer_id=0
 # a recipe whose name begins with a dash and a letter is a recipe where it
 # is a file (a workspace path as the launcher passes it to a node)
 cp cols_ok.lua ./-dash.lua

@@ -417,6 +417,12 @@ PD_TEST(endpoints_parse_and_reject)
     free(e);
     CHECK(pd_endpoints_parse("h1:99999", 7164, &e, &n) < 0);
     CHECK(pd_endpoints_parse("h1,,h2", 7164, &e, &n) < 0);
+    /* a count of pservers is no host (0.0.0.1); a dotted address is */
+    CHECK(pd_endpoints_parse("1", 7164, &e, &n) < 0);
+    CHECK_STR_EQ(pd_err_msg(), "pserver endpoint '1' is a number, not a host");
+    CHECK(pd_endpoints_parse("h1:7164,2:7164", 7164, &e, &n) < 0);
+    CHECK(pd_endpoints_parse("127.0.0.1:7164", 1, &e, &n) == 0);
+    free(e);
 }
 
 /* --- issue 11: limits on peers ------------------------------------------------ */
