@@ -548,6 +548,19 @@ static int input_missing(const pd_recipe *r, const char *input)
     return missing;
 }
 
+/* --part train or test where the format holds no test part out of the
+ * file (csv, libsvm, criteo: data.test is a file of its own): refused, as it
+ * would predict every sample. Returns 0, or 2 with the message said. */
+static int part_refused(const pd_recipe *r, int part, const char *name)
+{
+    const char *fmt = r->format ? r->format : "csv";
+    if (part == PD_PART_ALL || !strcmp(fmt, "uci_housing") || !strcmp(fmt, "movielens")) return 0;
+    fprintf(stderr, "paddle predict: --part %s applies to uci_housing and movielens data, which hold a test part "
+                    "out of one file; %s data is predicted whole (its test part is a file of its own, data.test: "
+                    "give that as --input)\n", name, fmt);
+    return 2;
+}
+
 static int cmd_predict(int argc, char **argv)
 {
     static const char *const known[] = {"model", "input", "output", "part", NULL};
@@ -567,7 +580,9 @@ static int cmd_predict(int argc, char **argv)
     } else if (o.part < 0) {
         fprintf(stderr, "paddle predict: --part must be all, train or test, got '%s'\n", part);
         rc = 2;
-    } else if ((rc = load_recipe(&r, &cli)) == 0) {
+    } else if ((rc = load_recipe(&r, &cli)) == 0 && (rc = part_refused(&r, o.part, part)) != 0) {
+        pd_recipe_free(&r);
+    } else if (rc == 0) {
         /* --input as the shell names it, from here; one that is not here
          * is looked for beside the recipe, as its data files are */
         char *here = NULL, cwd[4096];
@@ -1103,10 +1118,11 @@ static const command commands[] = {
      "(csv rows may lack the label columns); when every sample has them, the test\n"
      "cost and metrics over FILE go to stderr. --part: all of FILE (default), or\n"
      "the part the recipe trains or tests on (uci_housing and movielens hold a\n"
-     "test part out of one file). --output FILE is replaced only when every\n"
-     "prediction is written (until then FILE.partial-PID-N beside it): a predict\n"
-     "that fails or is stopped leaves an earlier FILE as it was (a link such as\n"
-     "/dev/stdout, a FIFO or a device is written directly).\n"},
+     "test part out of one file; other formats refuse train and test). --output\n"
+     "FILE is replaced only when every prediction is written (until then\n"
+     "FILE.partial-PID-N beside it): a predict that fails or is stopped leaves an\n"
+     "earlier FILE as it was (a link such as /dev/stdout, a FIFO or a device is\n"
+     "written directly).\n"},
     {"run", cmd_run, "RECIPE [--cluster FILE] [--init_model DIR] [--resume] [--accept-new-host-keys] [--key=value ...]",
      "Run the job: pservers and trainers (a local simulated cluster without hosts).",
      "Without hosts in the recipe, every pserver and trainer is a child process on\n"

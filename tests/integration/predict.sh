@@ -85,6 +85,13 @@ if [ "$rc" -eq 0 ] && [ "$(wc -l <nl.csv)" -eq 50 ] && cmp -s nl.csv wl.csv && [
 else
     fail predict-csv-without-labels "exit $rc: $out"
 fi
+# --part train or test where the test part is no part of the same file
+# (csv: data.test) is refused, rather than predict every row
+expect_error predict-part-csv 2 "paddle predict: --part test applies to uci_housing and movielens data, which hold a test part out of one file; csv data is predicted whole (its test part is a file of its own, data.test: give that as --input)" \
+    "$PADDLE" predict csv.lua --model csv_out/pass-00000 --input train.csv --part test
+run_capture "$PADDLE" predict csv.lua --model csv_out/pass-00000 --input train.csv --part all --output pa.csv
+if [ "$rc" -eq 0 ] && cmp -s pa.csv wl.csv; then pass predict-part-all-csv
+else fail predict-part-all-csv "exit $rc: $out"; fi
 
 run_capture "$PADDLE" help predict
 if [ "$rc" -eq 0 ] && [[ "$out" == *"usage: paddle predict RECIPE --model DIR --input FILE"* ]]; then pass predict-help
