@@ -118,6 +118,22 @@ S.optimizer_fields = {
   weight_decay = 0, nesterov = false,
 }
 
+-- The form of KEY's value on the command line, for an option given without
+-- one ("N", "true", "sync|async"); nil where KEY names no setting.
+function S.value_form(key)
+  for _, d in ipairs(S.names) do
+    local spec = S.blocks[d][key]
+    if spec then
+      if spec.kind == "int" or spec.kind == "number" then return "N" end
+      if spec.kind == "bool" then return "true" end
+      if spec.kind == "enum" then return table.concat(spec.values, "|") end
+      if spec.kind == "strlist" then return "A,B,..." end
+      return spec.path and "PATH" or "VALUE"
+    end
+  end
+  return nil
+end
+
 -- Check one value against its spec; returns the (converted, copied) value.
 function S.check_value(where, decl, key, spec, v)
   local function bad(what)

@@ -1218,6 +1218,7 @@ static void print_commands(FILE *f)
 int main(int argc, char **argv)
 {
     pd_blas_quiet();
+    pd_cli_set_settings(pd_recipe_value_form);
     if (argc < 2) {
         cmd_help(1, argv);
         return 2;

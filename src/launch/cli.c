@@ -75,6 +75,10 @@ static const char *other_command(const char *name, size_t len)
     return NULL;
 }
 
+static pd_cli_setting_fn setting_form;
+
+void pd_cli_set_settings(pd_cli_setting_fn fn) { setting_form = fn; }
+
 int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, int maxpos,
                  const char *const *known)
 {
@@ -96,6 +100,7 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
         char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const char *value = eq ? eq + 1 : NULL, *near, *other;
+        char form[200];
         int flag = 0;
         if (len == 7 && strncmp(name, "cluster", 7) == 0) {
             if (!value) {
@@ -156,6 +161,9 @@ int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, 
             fprintf(stderr, "paddle %s: unknown option '%s'%s%.*s%s; a recipe setting takes its value after '=': --%s=%s\n",
                     cmd, a, k ? " (did you mean '--" : "", k ? (int)strcspn(k, "!") : 0, k ? k : "", k ? "'?)" : "",
                     name, argv[i + 1]);
+            goto usage;
+        } else if (setting_form && setting_form(name, form, sizeof form)) { /* no '=': name is the whole key */
+            fprintf(stderr, "paddle %s: option --%s needs a value: --%s=%s\n", cmd, name, name, form);
             goto usage;
         } else if ((near = near_known(known, name, len)) != NULL) {
             fprintf(stderr, "paddle %s: unknown option '%s' (did you mean '--%.*s'?)\n", cmd, a,

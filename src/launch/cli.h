@@ -27,6 +27,13 @@ typedef struct pd_cli {
     pd_kv opts[PD_CLI_MAX];
 } pd_cli;
 
+/* How pd_cli_parse tells a recipe setting given without a value
+ * (--passes) from an unknown option: 1 when key is a setting, with the form
+ * of its value ("N") in buf. main sets it; without it every such option is
+ * unknown. */
+typedef int (*pd_cli_setting_fn)(const char *key, char *buf, size_t len);
+void pd_cli_set_settings(pd_cli_setting_fn fn);
+
 /* Returns 0, or 2 after printing a usage error naming the argument. */
 int pd_cli_parse(pd_cli *c, const char *cmd, int argc, char **argv, int minpos, int maxpos,
                  const char *const *known);

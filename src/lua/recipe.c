@@ -357,6 +357,41 @@ static int load_protected(lua_State *L)
     return 0;
 }
 
+struct form_args {
+    const char *key;
+    char *buf;
+    size_t len;
+    int found;
+};
+
+static int form_protected(lua_State *L)
+{
+    struct form_args *a = lua_touserdata(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "schema");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "value_form");
+    lua_pushstring(L, a->key);
+    lua_call(L, 1, 1);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        snprintf(a->buf, a->len, "%s", lua_tostring(L, -1));
+        a->found = 1;
+    }
+    return 0;
+}
+
+int pd_recipe_value_form(const char *key, char *buf, size_t len)
+{
+    struct form_args a = {key, buf, len, 0};
+    lua_State *L = pd_lua_open();
+    if (!L) return 0;
+    lua_pushcfunction(L, form_protected);
+    lua_pushlightuserdata(L, &a);
+    int rc = pd_lua_pcall(L, 1, 0);
+    pd_lua_close(L);
+    return rc == 0 && a.found;
+}
+
 int pd_recipe_load(pd_recipe *r, const char *path, const char *cluster_path,
                    const pd_kv *overrides, int noverrides)
 {

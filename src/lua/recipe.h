@@ -22,6 +22,11 @@
 int pd_recipe_load(pd_recipe *r, const char *path, const char *cluster_path,
                    const pd_kv *overrides, int noverrides);
 
+/* Whether key names a recipe setting (--key=value); if so, the form of its
+ * value goes into buf ("N", "true", "sync|async"), for a message about an
+ * option given without one. */
+int pd_recipe_value_form(const char *key, char *buf, size_t len);
+
 /* Lua's own version string ("Lua 5.4.x"). */
 const char *pd_lua_version(void);
 

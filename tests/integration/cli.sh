@@ -132,6 +132,21 @@ if [ "$rc" -eq 2 ] && [[ "$out" == *"a recipe setting takes its value after '=':
 else
     fail setting-without-equals "exit $rc: $out"
 fi
+# a recipe setting without its value is named as one, with the form of
+# the value; an option that is no setting stays unknown
+while IFS='|' read -r name want args; do
+    run_capture "$PADDLE" $args
+    if [ "$rc" -eq 2 ] && [[ "$out" == *"$want"* ]]; then pass "$name"; else fail "$name" "exit $rc: $out"; fi
+done <<'CASES'
+setting-no-value|paddle check: option --passes needs a value: --passes=N|check x.lua --passes
+setting-no-value-before|paddle run: option --batch_size needs a value: --batch_size=N|run --batch_size x.lua
+setting-no-value-bool|paddle train: option --header needs a value: --header=true|train x.lua --header --passes=2
+not-a-setting-no-value|paddle check: unknown option '--nothing' (a recipe setting takes a value: --NAME=VALUE)|check x.lua --nothing
+CASES
+run_capture "$PADDLE" check x.lua --mode
+if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle check: option --mode needs a value: --mode=sync|async"* ]]; then
+    pass setting-no-value-enum
+else fail setting-no-value-enum "exit $rc: $out"; fi
 
 run_capture "$PADDLE" check
 if [ "$rc" -eq 2 ] && [[ "$out" == *"paddle check: missing argument"* ]]; then pass check-no-recipe; else fail check-no-recipe "exit $rc: $out"; fi
