@@ -454,6 +454,31 @@ int pd_model_load(pd_net *net, const char *dir)
     return 0;
 }
 
+#define MANIFEST_MAX (64 << 20) /* the largest manifest.json read: about 500,000 parameters */
+
+/* Does dir's manifest.json list the file name (written "file": "NAME")? */
+static int manifest_lists(const char *dir, const char *name)
+{
+    char *path = pd_xasprintf("%s/manifest.json", dir);
+    FILE *f = fopen(path, "r");
+    free(path);
+    if (!f) return 0;
+    struct stat st;
+    if (fstat(fileno(f), &st) < 0 || st.st_size > MANIFEST_MAX) {
+        fclose(f);
+        return 0;
+    }
+    char *text = pd_xmalloc((size_t)st.st_size + 1);
+    size_t n = fread(text, 1, (size_t)st.st_size, f);
+    fclose(f);
+    text[n] = '\0';
+    char *want = pd_xasprintf("\"file\": \"%s\"", name);
+    int found = memchr(text, '\0', n) == NULL && strstr(text, want) != NULL;
+    free(want);
+    free(text);
+    return found;
+}
+
 /* dir is a model paddle saved, with a file for every parameter of net. */
 static int check_model_dir(const pd_net *net, const char *dir)
 {
@@ -478,10 +503,22 @@ static int check_model_dir(const pd_net *net, const char *dir)
         const pd_param *p = &net->params[i];
         path = pd_xasprintf("%s/%s.npy", dir, p->name);
         ok = access(path, R_OK) == 0;
+        int err = errno;
         free(path);
-        if (!ok)
-            return pd_err_set(PD_EINPUT, "model %s has no parameter '%s' [%d, %d] of %s: a model of another recipe?",
-                              dir, p->name, p->rows, p->cols, net->r->path);
+        if (ok) continue;
+        /* one the manifest lists: the model lost a file (deleted, not copied) */
+        char *file = pd_xasprintf("%s.npy", p->name);
+        int listed = manifest_lists(dir, file);
+        if (listed && err == ENOENT)
+            pd_err_set(PD_EINPUT, "model %s: %s, listed in its manifest.json, is missing: save or copy the model again",
+                       dir, file);
+        else if (listed)
+            pd_err_set(PD_EINPUT, "model %s: %s, listed in its manifest.json, cannot be read (%s)", dir, file,
+                       strerror(err));
+        free(file);
+        if (listed) return PD_EINPUT;
+        return pd_err_set(PD_EINPUT, "model %s has no parameter '%s' [%d, %d] of %s: a model of another recipe?",
+                          dir, p->name, p->rows, p->cols, net->r->path);
     }
     return 0;
 }

@@ -115,6 +115,11 @@ cp -r csv_out/pass-00000 cut_model
 truncate -s -8 cut_model/fc_0.w_0.npy
 expect_error predict-damaged-model 2 "fc_0.w_0.npy: truncated data: the file is damaged (cut short, or written over)" \
     "$PADDLE" predict csv.lua --model cut_model --input train.csv
+# a parameter's file its manifest lists, deleted, is named as missing
+cp -r csv_out/pass-00000 dmg
+rm dmg/fc_0.b_0.npy
+expect_error predict-model-file-missing 2 "paddle predict: model dmg: fc_0.b_0.npy, listed in its manifest.json, is missing: save or copy the model again" \
+    "$PADDLE" predict csv.lua --model dmg --input train.csv
 # one saved as float64 says so, and no hint of damage or of another recipe
 cp -r csv_out/pass-00000 f64_model
 $PY -c "
