@@ -452,7 +452,7 @@ static void on_deadline(int sig)
     int busy = clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0 ||
                ts.tv_sec * 1000 + ts.tv_nsec / 1000000 >= deadline_s * 250L;
     const char *msg = busy ? deadline_msg : starved_msg;
-    if (write(2, msg, strlen(msg)) < 0) {}
+    if (write(pd_relay_fatal_fd(), msg, strlen(msg)) < 0) {}
     _exit(busy ? 2 : 1);
 }
 

@@ -1,11 +1,14 @@
 /* err.c - error codes and the per-thread last-error message. */
 #include "pd.h"
 #include "log.h"
+#include "relay.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static _Thread_local char msg[1024];
 static _Thread_local int msg_code;
@@ -101,16 +104,26 @@ void pd_err_clear(void)
     msg_code = 0;
 }
 
+/* A last message before abort(): to the real stderr, past the relay. */
+static void last_words(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0 && write(pd_relay_fatal_fd(), buf, (size_t)PD_MIN(n, (int)sizeof buf - 1)) < 0) {}
+}
+
 void pd_assert_fail(const char *expr, const char *file, int line)
 {
-    fprintf(stderr, "paddle: internal error: assertion '%s' failed at %s:%d\n",
-            expr, file, line);
+    last_words("paddle: internal error: assertion '%s' failed at %s:%d\n", expr, file, line);
     abort();
 }
 
 static void oom(size_t n)
 {
-    fprintf(stderr, "paddle: out of memory allocating %zu bytes\n", n);
+    last_words("paddle: out of memory allocating %zu bytes\n", n);
     abort();
 }
 

@@ -109,16 +109,24 @@ int pd_dir_writable(const char *dir, const char *what)
     return rc;
 }
 
-/* The directories pd_dir_lock made: at exit, one that holds nothing but
- * its lock goes again (a job stopped before it wrote there leaves nothing). */
-static char **made_for_lock;
-static int nmade_for_lock;
+/* The directories pd_dir_lock locked (dev, ino: a second lock of one of
+ * them by this process, save_dir = checkpoint_dir, is no other job), and
+ * those it made: at exit, one that holds nothing but its lock goes again (a
+ * job stopped before it wrote there leaves nothing). */
+typedef struct locked_dir {
+    dev_t dev;
+    ino_t ino;
+    char *made; /* the path, where pd_dir_lock made it */
+} locked_dir;
+static locked_dir *locked;
+static int nlocked, cap_locked;
+static pid_t locked_by;
 
 static void remove_unused_locked(void)
 {
-    for (int i = 0; i < nmade_for_lock; i++) {
-        const char *dir = made_for_lock[i];
-        DIR *d = opendir(dir);
+    for (int i = 0; i < nlocked && getpid() == locked_by; i++) {
+        const char *dir = locked[i].made;
+        DIR *d = dir ? opendir(dir) : NULL;
         struct dirent *e;
         int others = 0;
         while (d && (e = readdir(d)) != NULL)
@@ -132,36 +140,75 @@ static void remove_unused_locked(void)
     }
 }
 
-int pd_dir_lock(const char *dir, const char *what, const char *job, const char *instead)
+enum { LOCK_TAKEN, LOCK_HELD, LOCK_NONE, LOCK_AGAIN };
+
+/* The lock file of dir, open (read-only where another user's file is not
+ * ours to write) and flock'ed into *fd: LOCK_TAKEN; LOCK_HELD by another
+ * process (its holder line in holder); LOCK_NONE: the file system takes no
+ * locks; or < 0, message set. */
+static int take_lock(const char *dir, char *holder, size_t n, int *fd)
 {
-    if (access(dir, F_OK) != 0) {
-        if (nmade_for_lock == 0) atexit(remove_unused_locked);
-        made_for_lock = pd_xrealloc(made_for_lock, (size_t)(nmade_for_lock + 1) * sizeof *made_for_lock);
-        made_for_lock[nmade_for_lock++] = pd_xstrdup(dir);
-    }
-    int rc = pd_mkdir_p(dir);
-    if (rc < 0) return pd_err_set(pd_path_errno(errno) ? PD_EINVAL : PD_EIO, "%s: %s", what ? what : dir, pd_err_msg());
     char *path = pd_xasprintf("%s/" PD_LOCK_NAME, dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = pd_err_set(pd_path_errno(errno) ? PD_EINVAL : PD_EIO, "cannot open %s: %s", path, strerror(errno));
-        free(path);
-        return rc;
+    int rc = LOCK_AGAIN;
+    for (int tries = 0; tries < 3 && rc == LOCK_AGAIN; tries++) {
+        *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (*fd < 0 && errno == EACCES) *fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (*fd < 0) {
+            rc = pd_err_set(pd_path_errno(errno) ? PD_EINVAL : PD_EIO, "cannot open %s: %s", path, strerror(errno));
+            break;
+        }
+        if (flock(*fd, LOCK_EX | LOCK_NB) < 0) {
+            int e = errno;
+            ssize_t k = e == EWOULDBLOCK ? pread(*fd, holder, n - 1, 0) : -1;
+            holder[k > 0 ? k : 0] = '\0';
+            holder[strcspn(holder, "\n")] = '\0';
+            close(*fd);
+            if (e == EWOULDBLOCK) rc = LOCK_HELD;
+            else if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS || e == EINVAL) rc = LOCK_NONE;
+            else rc = pd_err_set(PD_EIO, "cannot lock %s: %s", path, strerror(e));
+            break;
+        }
+        /* a file that a job ending removed (an empty directory it made) is
+         * no lock: take the new one */
+        struct stat a, b;
+        rc = LOCK_TAKEN;
+        if (fstat(*fd, &a) == 0 && (stat(path, &b) != 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev)) {
+            close(*fd);
+            rc = LOCK_AGAIN;
+        }
     }
     free(path);
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        int e = errno;
-        char holder[300] = "";
-        ssize_t n = e == EWOULDBLOCK ? pread(fd, holder, sizeof holder - 1, 0) : -1;
-        holder[n > 0 ? n : 0] = '\0';
-        holder[strcspn(holder, "\n")] = '\0';
-        close(fd);
-        if (e != EWOULDBLOCK) return pd_err_set(PD_EIO, "cannot lock %s: %s", dir, strerror(e));
+    return rc == LOCK_AGAIN ? pd_err_set(PD_EIO, "cannot lock %s: its lock file keeps going", dir) : rc;
+}
+
+int pd_dir_lock(const char *dir, const char *what, const char *job, const char *instead)
+{
+    int made = access(dir, F_OK) != 0;
+    int rc = pd_mkdir_p(dir);
+    if (rc < 0) return pd_err_set(pd_path_errno(errno) ? PD_EINVAL : PD_EIO, "%s: %s", what ? what : dir, pd_err_msg());
+    struct stat st;
+    if (stat(dir, &st) < 0) return pd_err_set(PD_EIO, "%s: %s", dir, strerror(errno));
+    for (int i = 0; i < nlocked; i++)
+        if (locked[i].dev == st.st_dev && locked[i].ino == st.st_ino) return 0; /* this job's already */
+    char holder[300] = "";
+    int fd = -1;
+    if ((rc = take_lock(dir, holder, sizeof holder, &fd)) == LOCK_NONE) {
+        PD_WARN("%s: this file system takes no locks: a second job started there while this one runs is not "
+                "refused", dir);
+        return 0;
+    }
+    if (rc == LOCK_HELD)
         return pd_err_set(PD_EINVAL, "%s%s%s%s is in use by another job (%s): a second job would mix its files "
                                      "with that one's; wait for it to end, or %s",
                           what ? what : "", what ? " = " : "", dir, what ? "" : "/",
                           *holder ? holder : "its process holds the lock", instead);
+    if (rc < 0) return rc;
+    if (nlocked == 0) {
+        locked_by = getpid();
+        atexit(remove_unused_locked);
     }
+    PD_GROW(&locked, &cap_locked, nlocked + 1);
+    locked[nlocked++] = (locked_dir){st.st_dev, st.st_ino, made ? pd_xstrdup(dir) : NULL};
     /* who holds it, for the next job's message; the lock goes with this
      * process (its descriptor stays open until it exits) */
     char me[300];

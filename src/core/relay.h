@@ -8,10 +8,12 @@
  * as "dead or hung". With the relay, stdout (and stderr when it is the
  * same pipe) is a pipe of this process's own, read at once by a thread
  * that writes to the real one as far as it takes bytes without waiting,
- * and keeps the rest (up to 8 MB; past that it drops whole reads and says
- * how many lines once the reader caught up). Everything written to those
- * descriptors keeps its order. A terminal or a file takes its writes at
- * once: there the relay is not started.
+ * and keeps the rest (up to 8 MB each; past that the oldest lines kept go,
+ * and a line says how many once the reader caught up). Everything written
+ * to one descriptor keeps its order; stdout and stderr that are one pipe
+ * share one relay. A reader that goes away is learnt as before (SIGPIPE,
+ * unless ignored). A terminal or a file takes its writes at once: there
+ * is no relay.
  *
  *     pd_relay_start();   // at the start of a command
  *     ...                 // printf, write(1, ...), PD_INFO: never wait
@@ -22,6 +24,10 @@
 
 /* Start the relay when stdout is a pipe or a socket (once a process). */
 void pd_relay_start(void);
+/* Where a message goes that must be out before the process dies at once
+ * (_exit, abort): the real stderr, which the relay thread would not have
+ * time to reach. Async-signal-safe. */
+int pd_relay_fatal_fd(void);
 /* Write what waits, however long the reader takes, and stop relaying:
  * stdout and stderr are the real ones again. Runs at exit by itself. */
 void pd_relay_stop(void);

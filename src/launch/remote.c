@@ -55,6 +55,7 @@ typedef struct node {
     int copied_binary, files_sent, files_cached;
     double t_ready;
     char *pending_model;    /* node 0: the newest output/pass-N not copied yet */
+    char *last_saved;       /* node 0: the last output/pass-N trainer 0 saved */
     char *root, *job;       /* root_dir and the job directory, as absolute paths on the node */
     double last_fetch;
     int member;             /* its member in the supervisor (pd_sup_add_node) */
@@ -587,8 +588,9 @@ static void remove_copy(const char *dir)
 }
 
 /* Copy node 0's output/pass-N back when trainer 0 saved it: 0, or -1 (said,
- * unless the pass was removed on the node since). */
-static int fetch_model(node *n, deploy *d, const char *dir)
+ * unless gone_ok and the pass was removed on the node since: keep_models
+ * keeps the newest and the best, and a newer one comes). */
+static int fetch_model(node *n, deploy *d, const char *dir, int gone_ok)
 {
     char *remote = pd_xasprintf("%s/%s/manifest.json", n->job, dir), *local_dir = pd_xasprintf("%s.part", dir);
     char *local = pd_xasprintf("%s/manifest.json", local_dir);
@@ -609,7 +611,8 @@ static int fetch_model(node *n, deploy *d, const char *dir)
             char name[401];
             snprintf(name, sizeof name, "%.*s", (int)(e - p), p);
             char *rf = pd_xasprintf("%s/%s/%s", n->job, dir, name), *lf = pd_xasprintf("%s/%s", local_dir, name);
-            if (pd_ssh_download(n->ssh, rf, lf) < 0) rc = -1;
+            int frc = pd_ssh_download(n->ssh, rf, lf);
+            if (frc < 0 && rc == 0) rc = frc;
             free(rf);
             free(lf);
         }
@@ -620,11 +623,9 @@ static int fetch_model(node *n, deploy *d, const char *dir)
         if (rename(local_dir, dir) < 0) rc = pd_err_set(PD_EIO, "cannot rename %s: %s", local_dir, strerror(errno));
     }
     if (rc < 0) {
-        /* no half copy is left beside the models */
-        remove_copy(local_dir);
-        /* a pass removed on the node since it was saved (keep_models
-         * keeps the newest and the best): a newer one comes */
-        if (!strstr(pd_err_msg(), "No such file"))
+        remove_copy(local_dir); /* no half copy is left beside the models */
+        int gone = rc == PD_ENOENT || strstr(pd_err_msg(), "No such file"); /* over SFTP; over the shell */
+        if (!(gone_ok && gone))
             fprintf(stderr, "paddle: could not copy %s back from %s: %s\n", dir, n->h->host, pd_err_msg());
     }
     free(remote);
@@ -635,11 +636,14 @@ static int fetch_model(node *n, deploy *d, const char *dir)
 
 /* A job that failed or was stopped: the newest model trainer 0 saved comes
  * back too, from each node whose connection still stands. */
-static void fetch_pending(deploy *d, node *nodes, int nn, const pd_sup *sup)
+static void fetch_pending(deploy *d, node *nodes, int nn, const pd_sup *sup, int stopped)
 {
     for (int i = 0; i < nn; i++) {
         if (!nodes[i].pending_model || pd_sup_node_lost(sup, nodes[i].member)) continue;
-        if (fetch_model(&nodes[i], d, nodes[i].pending_model) == 0)
+        if (stopped) /* a stop is at once: no copy that a slow link could make long */
+            printf("paddle: the newest model trainer 0 saved is on %s in %s/%s/\n", nodes[i].h->host, nodes[i].job,
+                   nodes[i].pending_model);
+        else if (fetch_model(&nodes[i], d, nodes[i].pending_model, 0) == 0)
             printf("paddle: the newest model trainer 0 saved, %s, copied back\n", nodes[i].pending_model);
         free(nodes[i].pending_model);
         nodes[i].pending_model = NULL;
@@ -654,15 +658,18 @@ static void take_line(void *ctx, char *line, int is_err)
     emit(n, line, is_err);
     /* trainer 0's "model saved to output/pass-00003" */
     const char *p = strstr(line, "] model saved to ");
-    if (p && strncmp(line, "[trainer 0]", 11) == 0 && strcmp(d->r->copy_output ? d->r->copy_output : "pass", "pass") == 0) {
+    if (p && strncmp(line, "[trainer 0]", 11) == 0) {
         p += strlen("] model saved to ");
-        if (strncmp(p, d->r->save_dir, strlen(d->r->save_dir)) == 0 && !strstr(p, "..")) {
+        if (strncmp(p, d->r->save_dir, strlen(d->r->save_dir)) != 0 || strstr(p, "..")) return;
+        free(n->last_saved);
+        n->last_saved = pd_xstrdup(p);
+        if (!strcmp(d->r->copy_output ? d->r->copy_output : "pass", "pass")) {
             /* copy at most every 2 s (passes can be milliseconds); the last
              * one is copied when the job ends */
             free(n->pending_model);
             n->pending_model = pd_xstrdup(p);
             if (pd_now() - n->last_fetch > 2) {
-                fetch_model(n, d, n->pending_model);
+                fetch_model(n, d, n->pending_model, 1);
                 n->last_fetch = pd_now();
                 free(n->pending_model);
                 n->pending_model = NULL;
@@ -865,6 +872,9 @@ static int deploy_all(deploy *d, node *nodes, int nn, pd_sup *sup, double t0)
     return 0;
 }
 
+/* Whether the models come back into save_dir here (copy_output). */
+static int copies_back(const pd_recipe *r) { return !r->copy_output || strcmp(r->copy_output, "never") != 0; }
+
 /* The job finished: copy the model back from trainer 0's node, say so (and
  * after how many restarts, as a local job does). */
 static void finish(deploy *d, node *nodes, int nn, double t0, int restarts)
@@ -877,13 +887,12 @@ static void finish(deploy *d, node *nodes, int nn, double t0, int restarts)
     for (int i = 0; i < d->plan->nroles; i++)
         if (d->plan->roles[i].kind == PD_ROLE_TRAINER && d->plan->roles[i].id == 0) t0node = d->plan->roles[i].host;
     for (int i = 0; i < nn; i++)
-        if (nodes[i].pending_model) fetch_model(&nodes[i], d, nodes[i].pending_model);
-    int fetched = !r->copy_output || strcmp(r->copy_output, "never") != 0;
-    if (r->copy_output && !strcmp(r->copy_output, "end")) {
-        char *last = pd_xasprintf("%s/pass-%05d", r->save_dir, r->passes - 1);
-        fetch_model(&nodes[t0node], d, last);
-        free(last);
-    }
+        if (nodes[i].pending_model) fetch_model(&nodes[i], d, nodes[i].pending_model, 0);
+    int fetched = copies_back(r);
+    /* "end": the last pass trainer 0 saved (early stopping may end before
+     * settings.passes) */
+    if (r->copy_output && !strcmp(r->copy_output, "end") && nodes[t0node].last_saved)
+        fetch_model(&nodes[t0node], d, nodes[t0node].last_saved, 0);
     if (fetched)
         printf("paddle: job done in %.1f s%s on %d node%s; model in %s/\n", pd_now() - t0, after, nn,
                nn > 1 ? "s" : "", r->save_dir);
@@ -944,9 +953,7 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
             goto out;
         }
     }
-    /* the models come back into save_dir here: not beside another job's */
-    if ((!r->copy_output || strcmp(r->copy_output, "never") != 0) && (status = pd_job_lock(r, "run", PD_LOCK_SAVE)))
-        goto out;
+    if (copies_back(r) && (status = pd_job_lock(r, "run", PD_LOCK_SAVE)) != 0) goto out; /* not into another's */
     status = 1;
     d->endpoints = plan_endpoints(r, &plan);
     /* what the nodes' shells resolve: checked here, before any connection */
@@ -986,7 +993,7 @@ int pd_remote_run(const pd_recipe *r, const pd_remote_opts *o)
         if ((status = pd_sup_run(sup)) != PD_SUP_RESTART)
             pd_progress_end(&board, !board.live ? NULL : status == 0 ? "job done" : status == 130 ? "stopped" : "failed");
         if (status == 0) finish(d, nodes, nn, t0, pd_sup_restarts_done(sup));
-        else if (status != PD_SUP_RESTART) fetch_pending(d, nodes, nn, sup);
+        else if (status != PD_SUP_RESTART) fetch_pending(d, nodes, nn, sup, status == 130);
         if (status != PD_SUP_RESTART) break;
         status = 1;
         d->resume = pd_sup_restart_resumes(sup);
@@ -1004,6 +1011,7 @@ out:
         free(nodes[i].err);
         free(nodes[i].first);
         free(nodes[i].pending_model);
+        free(nodes[i].last_saved);
         free(nodes[i].root);
         free(nodes[i].job);
     }

@@ -210,10 +210,10 @@ static void *place_values(void *ctx, const pd_frame *h);
 
 /* Connection i opened, its handshake done and shared memory offered: 0.
  * 1: the endpoint is not ready yet (nothing answers there; or it closed
- * the connection, or stayed silent, before the handshake's first answer,
- * as a pserver with too many handshakes at once does, named in *why), to
- * be tried again. < 0: a failure a retry would not mend, named by its
- * pserver and endpoint. */
+ * the connection, or stayed silent, in the handshake, as a pserver with
+ * too many handshakes at once does, named in *why), to be tried again.
+ * < 0: a failure a retry would not mend (a refusal), named by its pserver
+ * and endpoint. */
 static int open_conn(pd_client *c, int i, const uint8_t *secret, const uint8_t *job, double left, const char **why)
 {
     const pd_endpoint *e = &c->eps[i / c->nper];
@@ -228,9 +228,12 @@ static int open_conn(pd_client *c, int i, const uint8_t *secret, const uint8_t *
      * PD_HANDSHAKE_TIMEOUT_S, and the others may start much later */
     int rc = handshake(c, k, server, secret, job, PD_MIN(left, HANDSHAKE_WAIT_S));
     if (rc == 0) return offer_rings(c, k, server);
-    if (k->bytes_in == 0 && (rc == PD_ECONN || rc == PD_ETIMEDOUT)) {
-        *why = rc == PD_ECONN ? "it closed the connection before the handshake"
-                              : "it took the connection but did not answer the handshake";
+    if (rc == PD_ECONN || rc == PD_ETIMEDOUT) {
+        /* a pserver whose loop a checkpoint holds answers later: tried
+         * again until server_timeout */
+        *why = k->bytes_in ? "it stopped answering during the handshake"
+               : rc == PD_ECONN ? "it closed the connection before the handshake"
+                                : "it took the connection but did not answer the handshake";
         pd_conn_free(k);
         k->fd = -1;
         return 1;
@@ -263,7 +266,9 @@ int pd_client_connect(pd_client *c, const pd_layout *lay, const pd_endpoint *eps
         for (int i = 0; i < n; i++) {
             if (c->conns[i].fd >= 0) continue;
             const char *why = NULL;
-            if ((rc = open_conn(c, i, secret, job, PD_MAX(timeout - (pd_now() - start), 1.0), &why)) < 0) goto err;
+            /* stopped: the endpoints left are not tried (each try may take seconds), only named */
+            rc = stop && *stop ? 1 : open_conn(c, i, secret, job, PD_MAX(timeout - (pd_now() - start), 1.0), &why);
+            if (rc < 0) goto err;
             if (rc == 0) continue;
             size_t len = strlen(missing);
             const pd_endpoint *e = &eps[i / c->nper];

@@ -66,10 +66,29 @@ if kill -0 "$pid" 2>/dev/null; then
 else
     wait "$pid"; rc=$?
     secs=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
-    if [ "$rc" -ne 0 ] && grep -q "stopped on a signal while waiting for the pservers: not ready endpoints: \[127.0.0.1:$port" wait.log &&
+    if [ "$rc" -eq 130 ] && grep -q "stopped on a signal while waiting for the pservers: not ready endpoints: \[127.0.0.1:$port" wait.log &&
        awk -v s="$secs" 'BEGIN { exit !(s < 2) }'; then
         pass sigterm_while_waiting_for_pservers
     else
         fail sigterm_while_waiting_for_pservers "exit $rc after $secs s: $(tail -n 2 wait.log)"
     fi
+fi
+
+# a pserver run by hand and stopped by SIGTERM exits 130, as every command
+# stopped on a signal does (it exited 0, which a supervisor takes for a
+# job that ended well)
+port=$(free_port_pair)
+PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') \
+    "$PADDLE" pserver r.lua --pserver_id=0 --port="$port" --bind=127.0.0.1 >ps.log 2>&1 &
+pid=$!
+for _ in $(seq 1 50); do grep -q "Server listening" ps.log 2>/dev/null && break; sleep 0.1; done
+kill -TERM "$pid"
+for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid"; wait "$pid" 2>/dev/null
+    fail pserver_sigterm_exits_130 "still running 4 s after SIGTERM: $(tail -n 2 ps.log)"
+else
+    wait "$pid"; rc=$?
+    if [ "$rc" -eq 130 ] && grep -q "stopping on a signal" ps.log; then pass pserver_sigterm_exits_130
+    else fail pserver_sigterm_exits_130 "exit $rc: $(tail -n 2 ps.log)"; fi
 fi
