@@ -188,6 +188,10 @@ wait "$first"
 run_capture "$PADDLE" train fit_a_line.lua --passes=1 --save_dir=busy_out
 if [ "$rc" -eq 0 ] && [ -f busy_out/pass-00000/manifest.json ]; then pass save_dir_free_once_its_job_ended
 else fail save_dir_free_once_its_job_ended "exit $rc: $(tail -n 2 <<<"$out")"; fi
+# one job given one directory for two things is no second job
+run_capture "$PADDLE" run fit_a_line.lua --passes=1 --save_dir=same_dir --checkpoint_dir=same_dir
+if [ "$rc" -eq 0 ] && [ -f same_dir/pass-00000/manifest.json ]; then pass one_dir_for_save_and_checkpoints
+else fail one_dir_for_save_and_checkpoints "exit $rc: $(tail -n 2 <<<"$out")"; fi
 
 # Ctrl+C on a local paddle run: every role stops, the launcher says so and
 # exits 130; a trainer stopped with the job logs no error, and a pserver
