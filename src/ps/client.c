@@ -194,7 +194,8 @@ static int offer_rings(pd_client *c, pd_conn *k, int server)
 {
     uint32_t addr;
     if (!c->lay->shared_memory || peer_family(k->fd, &addr) != AF_UNIX) return 0;
-    int rc = pd_conn_offer_rings(k, c->timeout);
+    int saving = 0, rc = pd_conn_offer_rings(k, c->timeout, &saving);
+    if (saving) c->saving[server] = pd_now(); /* its silence is no fault while it writes (saving_wait) */
     if (rc < 0) return pd_err_set(rc, "pserver %d: %s", server, pd_err_msg());
     if (rc == 0) PD_WARN("pserver %d: no shared memory (%s): its frames go through its Unix socket", server, pd_err_msg());
     return 0;

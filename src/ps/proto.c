@@ -767,8 +767,9 @@ static int send_with_fd(pd_conn *c, const uint8_t *h, int fd, double deadline)
     return pd_conn_send_all(c, deadline - pd_now());
 }
 
-int pd_conn_offer_rings(pd_conn *c, double timeout_s)
+int pd_conn_offer_rings(pd_conn *c, double timeout_s, int *saving)
 {
+    *saving = 0;
     double deadline = pd_now() + timeout_s;
     pd_rings *r = pd_xmalloc(sizeof *r);
     int fd = pd_rings_create(r, PD_RING_SIZE);
@@ -784,7 +785,10 @@ int pd_conn_offer_rings(pd_conn *c, double timeout_s)
     if (rc == 0) rc = pd_conn_recv(c, &f, deadline - pd_now());
     /* the pserver heartbeats every connection past its handshake, this
      * one too, and one may come before its answer */
-    while (rc == 0 && f.type == PD_MSG_HEARTBEAT) rc = pd_conn_recv(c, &f, deadline - pd_now());
+    while (rc == 0 && f.type == PD_MSG_HEARTBEAT) {
+        *saving = f.a == PD_HB_SAVING;
+        rc = pd_conn_recv(c, &f, deadline - pd_now());
+    }
     if (rc == 0 && f.type == PD_MSG_RING_OK && f.a == 1 && f.len == 0) {
         c->rings = r;
         return 1;

@@ -148,8 +148,10 @@ void pd_conn_commit(pd_conn *c, int type, uint32_t a, uint32_t b, size_t len);
  * Unix socket: create the rings, pass them to the pserver (RING) and wait
  * for its answer (RING_OK). 1: payloads go through the rings from now on;
  * 0: they stay on the socket (message set: why); < 0: the connection
- * failed (message set). */
-int pd_conn_offer_rings(pd_conn *c, double timeout_s);
+ * failed (message set). The pserver's heartbeats before its answer are
+ * passed over; *saving says whether the last of them said it is writing
+ * its shard (PD_HB_SAVING). */
+int pd_conn_offer_rings(pd_conn *c, double timeout_s, int *saving);
 /* The pserver's side, for a RING frame of ring size `size`: map the
  * descriptor that came with it. 0, or < 0 (message set: why not; the
  * connection stays as it was). */

@@ -945,7 +945,8 @@ PD_TEST(pserver_refuses_a_ring_offer_without_memory_and_serves_on)
     CHECK(f.type == PD_MSG_RING_OK && f.a == 0);
     CHECK(f.len > 0 && memmem(f.payload, f.len, "no descriptor", 13) != NULL);
     /* one offer a connection: a real one now is refused too */
-    CHECK_EQ_INT(pd_conn_offer_rings(k, 5), 0);
+    int saving;
+    CHECK_EQ_INT(pd_conn_offer_rings(k, 5, &saving), 0);
     CHECK_CONTAINS(pd_err_msg(), "offered twice");
     CHECK(k->rings == NULL);
     step_and_reap(&x, &c, server);

@@ -443,8 +443,10 @@ PD_TEST(ring_offer_passes_over_heartbeats_before_the_answer)
     CHECK(pd_conn_queue(&ps, PD_MSG_HEARTBEAT, PD_HB_SAVING, 7, NULL, 0, NULL, 0) == 0);
     CHECK(pd_conn_queue(&ps, PD_MSG_RING_OK, 1, 0, NULL, 0, NULL, 0) == 0);
     CHECK(pd_conn_send_all(&ps, 5) == 0);
-    CHECK_EQ_INT(pd_conn_offer_rings(&tr, 5), 1);
+    int saving = 0;
+    CHECK_EQ_INT(pd_conn_offer_rings(&tr, 5, &saving), 1);
     CHECK(tr.rings != NULL);
+    CHECK_EQ_INT(saving, 1); /* the last heartbeat said the pserver writes its shard */
     pd_conn_free(&ps);
     pd_conn_free(&tr);
 
@@ -453,7 +455,8 @@ PD_TEST(ring_offer_passes_over_heartbeats_before_the_answer)
     CHECK(pd_conn_queue(&ps, PD_MSG_HEARTBEAT, 0, 0, NULL, 0, NULL, 0) == 0);
     CHECK(pd_conn_queue(&ps, PD_MSG_ERROR, (uint32_t)-PD_EPROTO, 0, why, sizeof why - 1, NULL, 0) == 0);
     CHECK(pd_conn_send_all(&ps, 5) == 0);
-    CHECK(pd_conn_offer_rings(&tr, 5) < 0);
+    CHECK(pd_conn_offer_rings(&tr, 5, &saving) < 0);
+    CHECK_EQ_INT(saving, 0);
     CHECK_CONTAINS(pd_err_msg(), why);
     CHECK(tr.rings == NULL);
     pd_conn_free(&ps);
