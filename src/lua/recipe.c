@@ -319,14 +319,20 @@ struct load_args {
     int noverrides;
 };
 
+/* Push require(module)[fn]. */
+static void push_module_fn(lua_State *L, const char *module, const char *fn)
+{
+    lua_getglobal(L, "require");
+    lua_pushstring(L, module);
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, fn);
+}
+
 /* Run in protected mode: run the recipe, then copy what it resolved to. */
 static int load_protected(lua_State *L)
 {
     struct load_args *a = lua_touserdata(L, 1);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "recipe");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "load");
+    push_module_fn(L, "recipe", "load");
     lua_pushstring(L, a->path);
     if (a->cluster_path) lua_pushstring(L, a->cluster_path);
     else lua_pushnil(L);
@@ -367,10 +373,7 @@ struct form_args {
 static int form_protected(lua_State *L)
 {
     struct form_args *a = lua_touserdata(L, 1);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "schema");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "value_form");
+    push_module_fn(L, "schema", "value_form");
     lua_pushstring(L, a->key);
     lua_call(L, 1, 1);
     if (lua_type(L, -1) == LUA_TSTRING) {

@@ -49,6 +49,23 @@ stop_case sigint_while_opening INT 0
 stop_case sigint_while_reading INT 1
 stop_case sigterm_while_reading TERM 1
 
+# term_and_wait NAME PID LOG: SIGTERM to PID; true once it ended within 4 s
+# (its exit status in $rc, the seconds it took in $secs), else it is
+# killed and NAME fails
+term_and_wait() {
+    local name=$1 pid=$2 log=$3 t0
+    t0=$(date +%s.%N)
+    kill -TERM "$pid"
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -9 "$pid"; wait "$pid" 2>/dev/null
+        fail "$name" "still running 4 s after SIGTERM: $(tail -n 2 "$log")"
+        return 1
+    fi
+    wait "$pid"; rc=$?
+    secs=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+}
+
 # a trainer whose pservers never come up stops on SIGTERM at once, naming
 # them (not after server_timeout, 120 s)
 echo "1,2,3" >d.csv
@@ -57,15 +74,7 @@ PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') \
     "$PADDLE" trainer r.lua --pservers=127.0.0.1:"$port" --trainer_id=0 --save_dir=out_wait >wait.log 2>&1 &
 pid=$!
 sleep 1
-t0=$(date +%s.%N)
-kill -TERM "$pid"
-for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then
-    kill -9 "$pid"; wait "$pid" 2>/dev/null
-    fail sigterm_while_waiting_for_pservers "still running 4 s after SIGTERM: $(tail -n 2 wait.log)"
-else
-    wait "$pid"; rc=$?
-    secs=$(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+if term_and_wait sigterm_while_waiting_for_pservers "$pid" wait.log; then
     if [ "$rc" -eq 130 ] && grep -q "stopped on a signal while waiting for the pservers: not ready endpoints: \[127.0.0.1:$port" wait.log &&
        awk -v s="$secs" 'BEGIN { exit !(s < 2) }'; then
         pass sigterm_while_waiting_for_pservers
@@ -82,13 +91,7 @@ PADDLE_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') \
     "$PADDLE" pserver r.lua --pserver_id=0 --port="$port" --bind=127.0.0.1 >ps.log 2>&1 &
 pid=$!
 for _ in $(seq 1 50); do grep -q "Server listening" ps.log 2>/dev/null && break; sleep 0.1; done
-kill -TERM "$pid"
-for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then
-    kill -9 "$pid"; wait "$pid" 2>/dev/null
-    fail pserver_sigterm_exits_130 "still running 4 s after SIGTERM: $(tail -n 2 ps.log)"
-else
-    wait "$pid"; rc=$?
+if term_and_wait pserver_sigterm_exits_130 "$pid" ps.log; then
     if [ "$rc" -eq 130 ] && grep -q "stopping on a signal" ps.log; then pass pserver_sigterm_exits_130
     else fail pserver_sigterm_exits_130 "exit $rc: $(tail -n 2 ps.log)"; fi
 fi

@@ -1939,6 +1939,18 @@ static int commit_answer(int fd, uint32_t step, uint32_t kind)
     return answer;
 }
 
+/* A checkpoint test's end: its pserver stopped (SIGTERM) and reaped, its
+ * recipe, text and directory name freed. */
+static void end_checkpoint_test(pid_t server, fixture *x, char *text, char *dir)
+{
+    kill(server, SIGTERM);
+    int status;
+    CHECK(waitpid(server, &status, 0) == server);
+    fixture_free(x);
+    free(text);
+    free(dir);
+}
+
 /* A resumed job whose pservers resumed from different checkpoints: a
  * trainer withdrew one (COMMIT kind 2, a pserver has no shard of it); a
  * trainer late to that agreement asks to mark it (kind 1). It stays
@@ -1974,12 +1986,7 @@ PD_TEST(pserver_keeps_a_withdrawn_checkpoint_withdrawn)
     CHECK_EQ_INT(commit_answer(fd, 10, 1), 0);
     CHECK(!exists(dir, "ckpt-10/complete") && exists(dir, "ckpt-10/pserver-0/shard.txt"));
     close(fd);
-    kill(server, SIGTERM);
-    int status;
-    CHECK(waitpid(server, &status, 0) == server);
-    fixture_free(&x);
-    free(text);
-    free(dir);
+    end_checkpoint_test(server, &x, text, dir);
 }
 
 /* A frame of type comes on c within secs, waiting no longer (heartbeats
@@ -2026,12 +2033,7 @@ PD_TEST(pserver_saves_once_the_trainer_it_waited_for_ended_its_pass)
     CHECK(frame_within(&one, PD_MSG_PASS_DONE, 10));
     pd_conn_free(&one);
     pd_conn_free(&zero);
-    kill(server, SIGTERM);
-    int status;
-    CHECK(waitpid(server, &status, 0) == server);
-    fixture_free(&x);
-    free(text);
-    free(dir);
+    end_checkpoint_test(server, &x, text, dir);
 }
 
 /* A listener on 127.0.0.1 with room for backlog connections not accepted
