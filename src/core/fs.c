@@ -109,6 +109,23 @@ int pd_dir_writable(const char *dir, const char *what)
     return rc;
 }
 
+int pd_remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : pd_err_set(PD_EIO, "cannot open %s: %s", dir, strerror(errno));
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *path = pd_xasprintf("%s/%s", dir, e->d_name);
+        if (unlink(path) < 0 && rc == 0) rc = pd_err_set(PD_EIO, "cannot remove %s: %s", path, strerror(errno));
+        free(path);
+    }
+    closedir(d);
+    if (rc == 0 && rmdir(dir) < 0) rc = pd_err_set(PD_EIO, "cannot remove %s: %s", dir, strerror(errno));
+    return rc;
+}
+
 /* The directories pd_dir_lock locked (dev, ino: a second lock of one of
  * them by this process, save_dir = checkpoint_dir, is no other job), and
  * those it made: at exit, one that holds nothing but its lock goes again (a

@@ -31,6 +31,10 @@ int pd_dir_ready(const char *dir, const char *what);
  * nearest part of the path that is there must be a directory this process
  * can write to). */
 int pd_dir_writable(const char *dir, const char *what);
+/* Remove a directory of files (a saved model, a copy of one): its files,
+ * then itself. 0 (also where it is not there), or PD_EIO naming what could
+ * not be removed. */
+int pd_remove_dir(const char *dir);
 /* The lock a job holds on a directory it writes (dir/.paddle-lock, made
  * with dir), so that a second job started in the same place while the
  * first runs (the same log/, save_dir or checkpoint_dir) is refused rather

@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
@@ -572,21 +571,6 @@ static void emit(node *n, const char *line, int is_err)
     pd_term_write(1, buf, (size_t)PD_MIN(k, (int)sizeof buf - 1)); /* above the status block */
 }
 
-/* Remove a model's copy here: its files, then the directory. */
-static void remove_copy(const char *dir)
-{
-    DIR *old = opendir(dir);
-    struct dirent *e;
-    while (old && (e = readdir(old))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char *f = pd_xasprintf("%s/%s", dir, e->d_name);
-        unlink(f);
-        free(f);
-    }
-    if (old) closedir(old);
-    rmdir(dir);
-}
-
 /* Copy node 0's output/pass-N back when trainer 0 saved it: 0, or -1 (said,
  * unless gone_ok and the pass was removed on the node since: keep_models
  * keeps the newest and the best, and a newer one comes). */
@@ -619,11 +603,11 @@ static int fetch_model(node *n, deploy *d, const char *dir, int gone_ok)
     }
     if (f) fclose(f);
     if (rc == 0) {
-        remove_copy(dir); /* an older copy */
+        pd_remove_dir(dir); /* an older copy */
         if (rename(local_dir, dir) < 0) rc = pd_err_set(PD_EIO, "cannot rename %s: %s", local_dir, strerror(errno));
     }
     if (rc < 0) {
-        remove_copy(local_dir); /* no half copy is left beside the models */
+        pd_remove_dir(local_dir); /* no half copy is left beside the models */
         int gone = rc == PD_ENOENT || strstr(pd_err_msg(), "No such file"); /* over SFTP; over the shell */
         if (!(gone_ok && gone))
             fprintf(stderr, "paddle: could not copy %s back from %s: %s\n", dir, n->h->host, pd_err_msg());

@@ -1,9 +1,9 @@
 /* keep.c - early stopping and model retention. */
 #include "keep.h"
+#include "../core/fs.h"
 #include "../core/log.h"
 #include "../core/pd.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -45,24 +45,6 @@ int pd_keep_pass(pd_keep *k, int pass, double test_cost, const double *metrics)
     return (pass + 1) % period == 0 || k->improved || k->stop || pass == r->passes - 1;
 }
 
-/* Remove a saved model: its files, then the directory. */
-static int remove_model(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? 0 : pd_err_set(PD_EIO, "cannot open %s: %s", dir, strerror(errno));
-    struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char *path = pd_xasprintf("%s/%s", dir, e->d_name);
-        if (unlink(path) < 0 && rc == 0) rc = pd_err_set(PD_EIO, "cannot remove %s: %s", path, strerror(errno));
-        free(path);
-    }
-    closedir(d);
-    if (rc == 0 && rmdir(dir) < 0) rc = pd_err_set(PD_EIO, "cannot remove %s: %s", dir, strerror(errno));
-    return rc;
-}
-
 /* SAVE_DIR/best -> pass-NNNNN, replaced atomically. */
 static int link_best(const pd_keep *k)
 {
@@ -95,7 +77,7 @@ int pd_keep_saved(pd_keep *k, int pass)
             continue;
         }
         char *dir = pd_xasprintf("%s/pass-%05d", k->r->save_dir, p);
-        if (rc == 0) rc = remove_model(dir);
+        if (rc == 0) rc = pd_remove_dir(dir);
         free(dir);
     }
     k->nsaved = n;

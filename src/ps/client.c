@@ -70,10 +70,6 @@ int pd_endpoints_parse(const char *spec, int default_port, pd_endpoint **eps, in
     return 0;
 }
 
-/* A connection to pserver `server`'s port: over its Unix socket where the
- * endpoint is an address of this host (and the job allows it), over TCP
- * otherwise or when the Unix socket is not there (a pserver in another
- * network namespace behind a forwarded port, say). */
 /* A TCP connect that waits at most wait_s for the peer's answer (a host
  * that drops the connection's packets would hold a blocking connect for
  * the kernel's 2 minutes of retries): the socket, or -1. */
@@ -95,6 +91,10 @@ static int connect_within(const struct addrinfo *a, double wait_s)
     return -1;
 }
 
+/* A connection to pserver `server`'s port: over its Unix socket where the
+ * endpoint is an address of this host (and the job allows it), over TCP
+ * otherwise or when the Unix socket is not there (a pserver in another
+ * network namespace behind a forwarded port, say). */
 static int try_connect(const pd_client *c, const char *host, int server, int port, const uint8_t *job,
                        double wait_s)
 {
@@ -497,10 +497,6 @@ static int saving_wait(pd_client *c)
     return 1;
 }
 
-/* Send everything queued and read replies until *pending is 0, or until
- * *c->until is set when it is not NULL. Replies of a posted step
- * (c->inflight) and rows a pull left to the forward (c->rows_pending)
- * that come first are applied on the way. */
 static int on_ready(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
 static int on_pass_done(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
 static int on_decided(pd_client *c, pd_net *net, int server, pd_frame *f, void *ctx);
@@ -516,6 +512,10 @@ static const char *waiting_for(reply_fn fn)
     return "the step's answers (other trainers still in this step?)";
 }
 
+/* Send everything queued and read replies until *pending is 0, or until
+ * *c->until is set when it is not NULL. Replies of a posted step
+ * (c->inflight) and rows a pull left to the forward (c->rows_pending)
+ * that come first are applied on the way. */
 static int exchange(pd_client *c, pd_net *net, int *pending, reply_fn fn, void *ctx)
 {
     int n = c->np * c->nper;
